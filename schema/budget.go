@@ -1,0 +1,78 @@
+package schema
+
+// The budget attribute contract of DESIGN §4 and docs/attributes.md.
+const (
+	AttrRemainingMs  = "budget.remaining_ms"  // SERVER/CONSUMER: budget left when the hop started the request
+	AttrSource       = "budget.source"        // SERVER: propagated | edge | default | none
+	AttrTimeoutMs    = "budget.timeout_ms"    // CLIENT/PRODUCER: timeout of this attempt
+	AttrPropagatedMs = "budget.propagated_ms" // CLIENT: budget sent downstream
+	AttrAttempt      = "budget.attempt"       // CLIENT: 1-based attempt number
+	AttrMaxAttempts  = "budget.max_attempts"  // CLIENT: retry policy in force
+	AttrBackoffMs    = "budget.backoff_ms"    // CLIENT: retry policy in force
+	AttrRejected     = "budget.rejected"      // SERVER: refused because the budget was too small
+	EventCancelled   = "budget.cancelled"     // any span: the hop observed cancellation
+	AttrCancelSource = "budget.cancel_source" // on EventCancelled: caller_disconnect | deadline | upstream
+)
+
+// Fallback attributes from which a budget is inferred when budget.* is absent.
+const (
+	AttrHeaderRequestTimeoutMs = "http.request.header.x-request-timeout-ms"
+	AttrHeaderGRPCTimeout      = "http.request.header.grpc-timeout"
+	AttrMetadataGRPCTimeout    = "rpc.request.metadata.grpc-timeout"
+	AttrHeaderEnvoyExpectedMs  = "http.request.header.x-envoy-expected-rq-timeout-ms"
+	AttrHeaderRequestDeadline  = "http.request.header.x-request-deadline" // absolute epoch ms
+	AttrHTTPResendCount        = "http.request.resend_count"
+	AttrGRPCPreviousAttempts   = "rpc.request.metadata.grpc-previous-rpc-attempts"
+	AttrHeaderEnvoyAttempt     = "http.request.header.x-envoy-attempt-count"
+	AttrErrorType              = "error.type"
+	AttrHTTPStatusCode         = "http.response.status_code"
+	AttrRPCGRPCStatusCode      = "rpc.grpc.status_code"
+)
+
+// BudgetSource says where a hop's budget came from.
+type BudgetSource string
+
+// The budget sources.
+const (
+	SourceUnknown    BudgetSource = ""
+	SourcePropagated BudgetSource = "propagated" // received from the caller
+	SourceEdge       BudgetSource = "edge"       // set here by policy (an entry point)
+	SourceDefault    BudgetSource = "default"    // a local default: the chain was reset
+	SourceNone       BudgetSource = "none"       // the hop has no budget
+)
+
+// Cancellation is one budget.cancelled event on a span.
+type Cancellation struct {
+	TimeNs uint64
+	Source string // caller_disconnect | deadline | upstream | "" when not recorded
+}
+
+// BudgetFacts is what one span says about its deadline budget, read from the
+// budget.* attributes or, where those are absent, inferred from the fallbacks
+// of DESIGN §4. Pointers are nil when the span says nothing.
+type BudgetFacts struct {
+	RemainingMs  *float64
+	Source       BudgetSource
+	TimeoutMs    *float64
+	PropagatedMs *float64
+	Attempt      uint32 // 1-based; 0 when unknown
+	MaxAttempts  uint32 // 0 when unknown
+	BackoffMs    *float64
+	Rejected     bool
+	// TimedOut is true when the span's status says the call ended in a
+	// timeout or cancellation (error.type timeout, gRPC 4/1, HTTP 504/499/408).
+	TimedOut      bool
+	Cancellations []Cancellation
+	// Inferred is true when RemainingMs came from a header fallback rather
+	// than budget.remaining_ms.
+	Inferred bool
+	// Invalid lists the attributes whose values could not be used. They were
+	// ignored; callers count them.
+	Invalid []InvalidValue
+}
+
+// InvalidValue names an attribute whose value was ignored, and why.
+type InvalidValue struct {
+	Key    string
+	Reason string
+}

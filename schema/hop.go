@@ -1,0 +1,45 @@
+package schema
+
+// Hop is one analysed span: where it sits on its call path and what budget it
+// had. The analyzer writes one Hop per span; per-path and per-edge figures are
+// aggregates over hops, so the store never self-joins spans at query time.
+//
+// For a CLIENT/PRODUCER span the hop is a call on the edge
+// CallerService/CallerOperation → CalleeService/CalleeOperation; for a
+// SERVER/CONSUMER span it is the entry of that edge seen from the callee.
+type Hop struct {
+	TraceID      TraceID
+	SpanID       SpanID
+	ParentSpanID SpanID
+	Service      string
+	Operation    string
+	Kind         SpanKind
+	Path         string // "svc:op > svc:op > …", retries collapsed
+	RootPath     string // path of the trace's root entry, to group hops by request type
+
+	CallerService   string
+	CallerOperation string
+	CalleeService   string
+	CalleeOperation string
+
+	StartNs    uint64
+	DurationNs uint64
+	IsError    bool // status error, or an error/timeout status code
+	TimedOut   bool // the call ended in a timeout or cancellation
+
+	// RemainingMs is the time the request really had left at this span's
+	// start (R(C) in DESIGN §5), when any ancestor carried a budget.
+	RemainingMs *float64
+	// BudgetMs is the budget.remaining_ms recorded on this span itself.
+	BudgetMs     *float64
+	BudgetSource string
+	TimeoutMs    *float64
+	Attempt      uint32 // 1-based; 0 when not a call
+	MaxAttempts  uint32
+	OrphanedMs   float64 // work after the caller gave up, 0 when none
+	Rejected     bool
+	Inferred     bool // budget facts inferred rather than recorded
+}
+
+// Ms is a helper for building optional millisecond figures.
+func Ms(v float64) *float64 { return &v }
