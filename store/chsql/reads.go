@@ -1,0 +1,469 @@
+package chsql
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/budgetd/budgetd/schema"
+	"github.com/budgetd/budgetd/store"
+)
+
+// spanRow holds one scanned spans row before it becomes a schema.Span.
+type spanRow struct {
+	traceID, spanID, parentID, traceState, service, name string
+	kind, statusCode                                     int8
+	startNs, endNs                                       uint64
+	statusMessage, scopeName, scopeVersion               string
+	rKeys, rValues, aKeys, aValues                       []string
+	rTypes, aTypes                                       []uint8
+	evTimes                                              []uint64
+	evNames                                              []string
+	evKeys, evValues                                     [][]string
+	evTypes                                              [][]uint8
+	lTrace, lSpan, lState                                []string
+	lKeys, lValues                                       [][]string
+	lTypes                                               [][]uint8
+}
+
+func (r *spanRow) dest() []any {
+	return []any{
+		&r.traceID, &r.spanID, &r.parentID, &r.traceState, &r.service, &r.name, &r.kind,
+		&r.startNs, &r.endNs, &r.statusCode, &r.statusMessage, &r.scopeName, &r.scopeVersion,
+		&r.rKeys, &r.rTypes, &r.rValues, &r.aKeys, &r.aTypes, &r.aValues,
+		&r.evTimes, &r.evNames, &r.evKeys, &r.evTypes, &r.evValues,
+		&r.lTrace, &r.lSpan, &r.lState, &r.lKeys, &r.lTypes, &r.lValues,
+	}
+}
+
+func attrsOf(keys []string, types []uint8, values []string) (schema.Attributes, error) {
+	if len(keys) != len(types) || len(keys) != len(values) {
+		return nil, errors.New("attribute arrays differ in length")
+	}
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	out := make(schema.Attributes, len(keys))
+	for i := range keys {
+		out[i] = schema.Attr{Key: keys[i], Type: schema.AttrType(types[i]), Value: values[i]}
+	}
+	return out, nil
+}
+
+func (r *spanRow) span() (schema.Span, error) {
+	var s schema.Span
+	var err error
+	if s.TraceID, err = schema.ParseTraceID(r.traceID); err != nil {
+		return s, err
+	}
+	if s.SpanID, err = schema.ParseSpanID(r.spanID); err != nil {
+		return s, err
+	}
+	if s.ParentSpanID, err = schema.ParseSpanID(r.parentID); err != nil {
+		return s, err
+	}
+	s.TraceState, s.Service, s.Name, s.Kind = r.traceState, r.service, r.name, schema.SpanKind(r.kind)
+	s.StartNs, s.EndNs = r.startNs, r.endNs
+	s.StatusCode, s.StatusMessage = schema.StatusCode(r.statusCode), r.statusMessage
+	s.ScopeName, s.ScopeVersion = r.scopeName, r.scopeVersion
+	if s.ResourceAttrs, err = attrsOf(r.rKeys, r.rTypes, r.rValues); err != nil {
+		return s, err
+	}
+	if s.Attrs, err = attrsOf(r.aKeys, r.aTypes, r.aValues); err != nil {
+		return s, err
+	}
+	n := len(r.evTimes)
+	if len(r.evNames) != n || len(r.evKeys) != n || len(r.evTypes) != n || len(r.evValues) != n {
+		return s, errors.New("event arrays differ in length")
+	}
+	for i := range n {
+		attrs, err := attrsOf(r.evKeys[i], r.evTypes[i], r.evValues[i])
+		if err != nil {
+			return s, err
+		}
+		s.Events = append(s.Events, schema.Event{TimeNs: r.evTimes[i], Name: r.evNames[i], Attrs: attrs})
+	}
+	n = len(r.lTrace)
+	if len(r.lSpan) != n || len(r.lState) != n || len(r.lKeys) != n || len(r.lTypes) != n || len(r.lValues) != n {
+		return s, errors.New("link arrays differ in length")
+	}
+	for i := range n {
+		l := schema.Link{TraceState: r.lState[i]}
+		if l.TraceID, err = schema.ParseTraceID(r.lTrace[i]); err != nil {
+			return s, err
+		}
+		if l.SpanID, err = schema.ParseSpanID(r.lSpan[i]); err != nil {
+			return s, err
+		}
+		if l.Attrs, err = attrsOf(r.lKeys[i], r.lTypes[i], r.lValues[i]); err != nil {
+			return s, err
+		}
+		s.Links = append(s.Links, l)
+	}
+	return s, nil
+}
+
+func (s *Store) querySpans(ctx context.Context, query string, params Params) ([]schema.Span, error) {
+	rows, err := s.conn.Query(ctx, query, params)
+	if err != nil {
+		return nil, wrapCtx(ctx, err)
+	}
+	defer rows.Close()
+	var out []schema.Span
+	for rows.Next() {
+		var r spanRow
+		if err := rows.Scan(r.dest()...); err != nil {
+			return nil, wrapCtx(ctx, fmt.Errorf("scan span: %w", err))
+		}
+		sp, err := r.span()
+		if err != nil {
+			return nil, fmt.Errorf("decode span %s/%s: %w", r.traceID, r.spanID, err)
+		}
+		out = append(out, sp)
+	}
+	return out, wrapCtx(ctx, rows.Err())
+}
+
+// Trace implements store.Store. It looks the trace up in trace_index first,
+// so the spans scan is limited to its services and time range. A span
+// stored twice (a sender's retry after a lost acknowledgement arrives as a
+// new batch) is returned once.
+func (s *Store) Trace(ctx context.Context, id schema.TraceID) ([]schema.Span, error) {
+	rows, err := s.conn.Query(ctx, "SELECT service, min(start_ns), max(end_ns) FROM "+s.db+
+		".trace_index WHERE trace_id = {id:String} GROUP BY service ORDER BY service", Params{P("id", id.String())})
+	if err != nil {
+		return nil, wrapCtx(ctx, fmt.Errorf("look up trace: %w", err))
+	}
+	params := Params{P("id", id.String())}
+	var services []string
+	lo, hi := ^uint64(0), uint64(0)
+	for rows.Next() {
+		var svc string
+		var start, end uint64
+		if err := rows.Scan(&svc, &start, &end); err != nil {
+			rows.Close()
+			return nil, wrapCtx(ctx, fmt.Errorf("scan trace index: %w", err))
+		}
+		params = append(params, P("s"+strconv.Itoa(len(services)), svc))
+		services = append(services, svc)
+		lo, hi = min(lo, start), max(hi, end)
+	}
+	err = rows.Err()
+	rows.Close()
+	if err != nil {
+		return nil, wrapCtx(ctx, fmt.Errorf("look up trace: %w", err))
+	}
+	if len(services) == 0 {
+		return nil, store.ErrNotFound
+	}
+	params = append(params, P("lo", lo), P("hi", hi))
+	q := "SELECT " + strings.Join(spanColumns, ", ") + " FROM " + s.db + ".spans WHERE trace_id = {id:String}" +
+		" AND service IN (" + inList("s", "String", len(services)) + ")" +
+		" AND start_ns >= {lo:UInt64} AND start_ns <= {hi:UInt64}" +
+		" ORDER BY start_ns, span_id LIMIT 1 BY span_id"
+	spans, err := s.querySpans(ctx, q, params)
+	if err != nil {
+		return nil, fmt.Errorf("read trace: %w", err)
+	}
+	if len(spans) == 0 {
+		return nil, store.ErrNotFound
+	}
+	return spans, nil
+}
+
+// Spans implements store.Store.
+func (s *Store) Spans(ctx context.Context, w store.Window, limit int) ([]schema.Span, error) {
+	q := "SELECT " + strings.Join(spanColumns, ", ") + " FROM " + s.db + ".spans" +
+		" WHERE start_ns >= {since:UInt64} AND start_ns <= {until:UInt64}" +
+		" ORDER BY trace_id, start_ns, span_id LIMIT 1 BY trace_id, span_id LIMIT " + strconv.Itoa(clampLimit(limit, 10_000_000))
+	spans, err := s.querySpans(ctx, q, Params{P("since", w.SinceNs), P("until", w.Until())})
+	if err != nil {
+		return nil, fmt.Errorf("read spans: %w", err)
+	}
+	return spans, nil
+}
+
+func clampLimit(limit, most int) int {
+	if limit <= 0 || limit > most {
+		return most
+	}
+	return limit
+}
+
+// TraceHops implements store.Store.
+func (s *Store) TraceHops(ctx context.Context, id schema.TraceID) ([]schema.Hop, error) {
+	q := "SELECT " + strings.Join(hopColumns, ", ") + " FROM " + s.db + ".hops WHERE trace_id = {id:String}" +
+		" ORDER BY start_ns, span_id LIMIT 1 BY span_id"
+	rows, err := s.conn.Query(ctx, q, Params{P("id", id.String())})
+	if err != nil {
+		return nil, wrapCtx(ctx, fmt.Errorf("read hops: %w", err))
+	}
+	defer rows.Close()
+	var out []schema.Hop
+	for rows.Next() {
+		var h schema.Hop
+		var traceID, spanID, parentID string
+		var kind int8
+		var isErr, timedOut, rejected, inferred uint8
+		err := rows.Scan(&traceID, &spanID, &parentID, &h.Service, &h.Operation, &kind, &h.Path, &h.RootPath,
+			&h.CallerService, &h.CallerOperation, &h.CalleeService, &h.CalleeOperation,
+			&h.StartNs, &h.DurationNs, &isErr, &timedOut,
+			&h.RemainingMs, &h.BudgetMs, &h.BudgetSource, &h.TimeoutMs, &h.Attempt, &h.MaxAttempts,
+			&h.OrphanedMs, &rejected, &inferred)
+		if err != nil {
+			return nil, wrapCtx(ctx, fmt.Errorf("scan hop: %w", err))
+		}
+		h.Kind = schema.SpanKind(kind)
+		h.IsError, h.TimedOut, h.Rejected, h.Inferred = isErr == 1, timedOut == 1, rejected == 1, inferred == 1
+		if h.TraceID, err = schema.ParseTraceID(traceID); err != nil {
+			return nil, err
+		}
+		if h.SpanID, err = schema.ParseSpanID(spanID); err != nil {
+			return nil, err
+		}
+		if h.ParentSpanID, err = schema.ParseSpanID(parentID); err != nil {
+			return nil, err
+		}
+		out = append(out, h)
+	}
+	return out, wrapCtx(ctx, rows.Err())
+}
+
+// Findings implements store.Store. Pages are ordered by (detected_at, id)
+// descending; the cursor is the last row's pair, so pages neither skip nor
+// repeat rows while new findings arrive.
+func (s *Store) Findings(ctx context.Context, q store.FindingQuery) (store.FindingPage, error) {
+	limit := q.Limit
+	if limit == 0 {
+		limit = store.DefaultPageSize
+	}
+	if limit < 0 || limit > store.MaxPageSize {
+		return store.FindingPage{}, fmt.Errorf("read findings: limit must be 1..%d", store.MaxPageSize)
+	}
+	where := []string{"detected_ns >= {since:UInt64}", "detected_ns <= {until:UInt64}"}
+	params := Params{P("since", q.Window.SinceNs), P("until", q.Window.Until())}
+	add := func(cond, name, value string) {
+		if value != "" {
+			where = append(where, cond)
+			params = append(params, P(name, value))
+		}
+	}
+	add("kind = {kind:String}", "kind", string(q.Kind))
+	add("severity = {severity:String}", "severity", string(q.Severity))
+	add("(service = {service:String} OR caller_service = {service:String} OR callee_service = {service:String})", "service", q.Service)
+	add("path = {path:String}", "path", q.Path)
+	add("trace_id = {trace_id:String}", "trace_id", q.TraceID)
+	if q.Cursor != "" {
+		ns, id, err := decodeCursor(q.Cursor)
+		if err != nil {
+			return store.FindingPage{}, err
+		}
+		where = append(where, "(detected_ns < {cns:UInt64} OR (detected_ns = {cns:UInt64} AND id < {cid:String}))")
+		params = append(params, P("cns", ns), P("cid", id))
+	}
+	query := "SELECT " + strings.Join(findingColumns, ", ") + " FROM " + s.db + ".findings WHERE " +
+		strings.Join(where, " AND ") + " ORDER BY detected_ns DESC, id DESC LIMIT 1 BY id LIMIT " + strconv.Itoa(limit+1)
+	rows, err := s.conn.Query(ctx, query, params)
+	if err != nil {
+		return store.FindingPage{}, wrapCtx(ctx, fmt.Errorf("read findings: %w", err))
+	}
+	defer rows.Close()
+	var page store.FindingPage
+	for rows.Next() {
+		var f schema.Finding
+		var kind, severity string
+		var ns uint64
+		var keys []string
+		var values []float64
+		err := rows.Scan(&f.ID, &kind, &severity, &f.TraceID, &f.SpanID, &f.Service, &f.Operation,
+			&f.CallerService, &f.CalleeService, &f.Path, &ns, &keys, &values, &f.Message)
+		if err != nil {
+			return store.FindingPage{}, wrapCtx(ctx, fmt.Errorf("scan finding: %w", err))
+		}
+		f.Kind, f.Severity = schema.Kind(kind), schema.Severity(severity)
+		f.DetectedAt = time.Unix(0, int64(ns)).UTC()
+		f.Evidence = make(map[string]float64, len(keys))
+		for i := range min(len(keys), len(values)) {
+			f.Evidence[keys[i]] = values[i]
+		}
+		page.Findings = append(page.Findings, f)
+	}
+	if err := rows.Err(); err != nil {
+		return store.FindingPage{}, wrapCtx(ctx, fmt.Errorf("read findings: %w", err))
+	}
+	if len(page.Findings) > limit {
+		page.Findings = page.Findings[:limit]
+		last := page.Findings[limit-1]
+		page.Next = encodeCursor(uint64(last.DetectedAt.UnixNano()), last.ID)
+	}
+	return page, nil
+}
+
+func encodeCursor(ns uint64, id string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatUint(ns, 10) + ":" + id))
+}
+
+func decodeCursor(c string) (uint64, string, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return 0, "", store.ErrBadCursor
+	}
+	nsText, id, ok := strings.Cut(string(raw), ":")
+	ns, err := strconv.ParseUint(nsText, 10, 64)
+	if !ok || err != nil || id == "" {
+		return 0, "", store.ErrBadCursor
+	}
+	return ns, id, nil
+}
+
+// entryHop selects the hops where a request enters a service: SERVER and
+// CONSUMER spans, and roots of any kind.
+const entryHop = "(kind IN (2, 5) OR parent_span_id = '')"
+
+// withinBudget is true for a hop answered without error inside the budget it
+// had at entry (or with no budget recorded).
+const withinBudget = "is_error = 0 AND (budget_ms IS NULL OR duration_ns <= budget_ms * 1000000)"
+
+// Paths implements store.Store.
+func (s *Store) Paths(ctx context.Context, w store.Window, limit int) ([]store.PathStats, error) {
+	params := Params{P("since", w.SinceNs), P("until", w.Until())}
+	win := "start_ns >= {since:UInt64} AND start_ns <= {until:UInt64}"
+	q := "SELECT path, count(), countIf(is_error = 1), quantiles(0.5, 0.99)(duration_ns / 1000000), quantile(0.5)(budget_ms)," +
+		" sum(orphaned_ms), countIf(" + withinBudget + ")" +
+		" FROM " + s.db + ".hops WHERE " + entryHop + " AND " + win +
+		" GROUP BY path ORDER BY count() DESC, path LIMIT " + strconv.Itoa(clampLimit(limit, 10_000))
+	rows, err := s.conn.Query(ctx, q, params)
+	if err != nil {
+		return nil, wrapCtx(ctx, fmt.Errorf("read paths: %w", err))
+	}
+	var out []store.PathStats
+	byPath := make(map[string]int)
+	for rows.Next() {
+		var p store.PathStats
+		var qs []float64
+		if err := rows.Scan(&p.Path, &p.Requests, &p.Errors, &qs, &p.P50BudgetMs, &p.OrphanedMs, &p.WithinBudget); err != nil {
+			rows.Close()
+			return nil, wrapCtx(ctx, fmt.Errorf("scan path: %w", err))
+		}
+		if len(qs) == 2 {
+			p.P50DurationMs, p.P99DurationMs = qs[0], qs[1]
+		}
+		p.FindingsByKind = make(map[schema.Kind]uint64)
+		byPath[p.Path] = len(out)
+		out = append(out, p)
+	}
+	err = rows.Err()
+	rows.Close()
+	if err != nil {
+		return nil, wrapCtx(ctx, fmt.Errorf("read paths: %w", err))
+	}
+	if len(out) == 0 {
+		return out, nil
+	}
+
+	q = "SELECT path, max(c), avg(c) FROM (SELECT path, trace_id, count() AS c FROM " + s.db + ".hops WHERE " +
+		entryHop + " AND " + win + " GROUP BY path, trace_id) GROUP BY path"
+	err = s.eachRow(ctx, q, params, func(r Rows) error {
+		var path string
+		var most uint64
+		var mean float64
+		if err := r.Scan(&path, &most, &mean); err != nil {
+			return err
+		}
+		if i, ok := byPath[path]; ok {
+			out[i].MaxCallsPerTrace, out[i].MeanCallsPerTrace = most, mean
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read calls per trace: %w", err)
+	}
+
+	q = "SELECT path, kind, count() FROM " + s.db + ".findings WHERE detected_ns >= {since:UInt64} AND detected_ns <= {until:UInt64} GROUP BY path, kind"
+	err = s.eachRow(ctx, q, params, func(r Rows) error {
+		var path, kind string
+		var n uint64
+		if err := r.Scan(&path, &kind, &n); err != nil {
+			return err
+		}
+		if i, ok := byPath[path]; ok {
+			out[i].FindingsByKind[schema.Kind(kind)] += n
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read findings per path: %w", err)
+	}
+	return out, nil
+}
+
+// eachRow runs query and calls fn for every row.
+func (s *Store) eachRow(ctx context.Context, query string, params Params, fn func(Rows) error) error {
+	rows, err := s.conn.Query(ctx, query, params)
+	if err != nil {
+		return wrapCtx(ctx, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := fn(rows); err != nil {
+			return wrapCtx(ctx, err)
+		}
+	}
+	return wrapCtx(ctx, rows.Err())
+}
+
+// Edges implements store.Store.
+func (s *Store) Edges(ctx context.Context, w store.Window, limit int) ([]store.EdgeStats, error) {
+	q := "SELECT caller_service, caller_operation, callee_service, callee_operation, count(), countIf(attempt > 1)," +
+		" quantile(0.5)(timeout_ms), quantiles(0.5, 0.99)(duration_ns / 1000000)" +
+		" FROM " + s.db + ".hops WHERE kind IN (3, 4) AND start_ns >= {since:UInt64} AND start_ns <= {until:UInt64}" +
+		" GROUP BY caller_service, caller_operation, callee_service, callee_operation" +
+		" ORDER BY count() DESC, caller_service, caller_operation, callee_service, callee_operation LIMIT " + strconv.Itoa(clampLimit(limit, 10_000))
+	var out []store.EdgeStats
+	err := s.eachRow(ctx, q, Params{P("since", w.SinceNs), P("until", w.Until())}, func(r Rows) error {
+		var e store.EdgeStats
+		var qs []float64
+		if err := r.Scan(&e.CallerService, &e.CallerOperation, &e.CalleeService, &e.CalleeOperation,
+			&e.Calls, &e.Retries, &e.MedianTimeoutMs, &qs); err != nil {
+			return err
+		}
+		if len(qs) == 2 {
+			e.P50DurationMs, e.P99DurationMs = qs[0], qs[1]
+		}
+		out = append(out, e)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read edges: %w", err)
+	}
+	return out, nil
+}
+
+// Totals implements store.Store.
+func (s *Store) Totals(ctx context.Context, w store.Window) (store.Totals, error) {
+	params := Params{P("since", w.SinceNs), P("until", w.Until())}
+	t := store.Totals{FindingsByKind: make(map[schema.Kind]uint64)}
+	err := s.queryOne(ctx, "SELECT count(), countIf("+withinBudget+") FROM "+s.db+".hops WHERE parent_span_id = ''"+
+		" AND start_ns >= {since:UInt64} AND start_ns <= {until:UInt64}", params, &t.Requests, &t.WithinBudget)
+	if err != nil {
+		return t, wrapCtx(ctx, fmt.Errorf("read totals: %w", err))
+	}
+	err = s.eachRow(ctx, "SELECT kind, count() FROM "+s.db+".findings WHERE detected_ns >= {since:UInt64} AND detected_ns <= {until:UInt64} GROUP BY kind",
+		params, func(r Rows) error {
+			var kind string
+			var n uint64
+			if err := r.Scan(&kind, &n); err != nil {
+				return err
+			}
+			t.FindingsByKind[schema.Kind(kind)] = n
+			return nil
+		})
+	if err != nil {
+		return t, fmt.Errorf("read finding totals: %w", err)
+	}
+	return t, nil
+}

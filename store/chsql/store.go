@@ -1,0 +1,238 @@
+package chsql
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/budgetd/budgetd/schema"
+	"github.com/budgetd/budgetd/store"
+)
+
+// Config is what the shared store needs from the user's configuration.
+type Config struct {
+	Database string // created if missing; a plain identifier
+	TTLDays  int    // retention; 0 keeps data forever
+}
+
+// Store implements store.Store over an engine's Conn.
+type Store struct {
+	conn     Conn
+	db       string
+	features schema.Features
+	known    int // highest migration version this binary has
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open creates the database if needed, applies pending migrations and returns
+// the store. It owns conn from then on: Close closes it.
+func Open(ctx context.Context, conn Conn, cfg Config) (*Store, error) {
+	if !schema.ValidIdentifier(cfg.Database) {
+		return nil, fmt.Errorf("open store: invalid database name %q", cfg.Database)
+	}
+	version, err := conn.Version(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("open store: read server version: %w", err)
+	}
+	features, err := schema.FeaturesFor(version)
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	s := &Store{conn: conn, db: cfg.Database, features: features}
+	if err := s.migrate(ctx, cfg.TTLDays); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Features returns the version-gated features in use.
+func (s *Store) Features() schema.Features { return s.features }
+
+// Database returns the database name.
+func (s *Store) Database() string { return s.db }
+
+// migrate applies every migration newer than the recorded version. Each
+// applied migration is recorded in schema_migrations; applying twice is a
+// no-op because recorded versions are skipped and every statement is
+// idempotent (IF NOT EXISTS), so a crash between a statement and its record
+// is repaired by the next start.
+func (s *Store) migrate(ctx context.Context, ttlDays int) error {
+	if err := s.conn.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+s.db, nil); err != nil {
+		return fmt.Errorf("create database %s: %w", s.db, err)
+	}
+	ddl := "CREATE TABLE IF NOT EXISTS " + s.db + ".schema_migrations (version UInt32, name String, applied_ns UInt64) ENGINE = MergeTree ORDER BY version"
+	if err := s.conn.Exec(ctx, ddl, nil); err != nil {
+		return fmt.Errorf("create schema_migrations: %w", err)
+	}
+	migrations, err := schema.Migrations(schema.DDLParams{Database: s.db, Features: s.features, TTLDays: ttlDays})
+	if err != nil {
+		return err
+	}
+	applied, err := s.appliedVersion(ctx)
+	if err != nil {
+		return err
+	}
+	for _, m := range migrations {
+		s.known = max(s.known, m.Version)
+		if m.Version <= applied {
+			continue
+		}
+		for _, stmt := range m.Statements {
+			if err := s.conn.Exec(ctx, stmt, nil); err != nil {
+				return fmt.Errorf("apply migration %s: %w", m.Name, err)
+			}
+		}
+		err := s.conn.Insert(ctx, s.db+".schema_migrations", []string{"version", "name", "applied_ns"}, "", 1,
+			func(_ int, dst []any) []any {
+				return append(dst, uint32(m.Version), m.Name, uint64(time.Now().UnixNano()))
+			})
+		if err != nil {
+			return fmt.Errorf("record migration %s: %w", m.Name, err)
+		}
+	}
+	return nil
+}
+
+func (s *Store) appliedVersion(ctx context.Context) (int, error) {
+	var v uint32
+	err := s.queryOne(ctx, "SELECT toUInt32(max(version)) FROM "+s.db+".schema_migrations", nil, &v)
+	if err != nil {
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	return int(v), nil
+}
+
+// SchemaVersion implements store.Store.
+func (s *Store) SchemaVersion(ctx context.Context) (applied, known int, err error) {
+	applied, err = s.appliedVersion(ctx)
+	return applied, s.known, err
+}
+
+// Ping implements store.Store.
+func (s *Store) Ping(ctx context.Context) error {
+	var one uint8
+	if err := s.queryOne(ctx, "SELECT toUInt8(1)", nil, &one); err != nil {
+		return fmt.Errorf("ping store: %w", err)
+	}
+	return nil
+}
+
+// Close implements store.Store.
+func (s *Store) Close() error { return s.conn.Close() }
+
+// queryOne runs a query expected to return exactly one row.
+func (s *Store) queryOne(ctx context.Context, query string, params Params, dest ...any) error {
+	rows, err := s.conn.Query(ctx, query, params)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return store.ErrNotFound
+	}
+	if err := rows.Scan(dest...); err != nil {
+		return err
+	}
+	return rows.Err()
+}
+
+// validToken reports whether a dedup token is safe to pass as a setting.
+func validToken(t string) bool {
+	if t == "" || len(t) > 128 {
+		return false
+	}
+	for _, r := range t {
+		if !(r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// insert writes one batch into table, deduplicated by token: by the engine's
+// insert_deduplication_token where the server has it, otherwise through the
+// batches table (checked before, recorded after the insert).
+func (s *Store) insert(ctx context.Context, table string, columns []string, token string, n int, row func(int, []any) []any) error {
+	if n == 0 {
+		return nil
+	}
+	if !validToken(token) {
+		return fmt.Errorf("write %s: invalid dedup token %q", table, token)
+	}
+	full := s.db + "." + table
+	if s.features.DedupToken {
+		if err := s.conn.Insert(ctx, full, columns, token, n, row); err != nil {
+			return fmt.Errorf("write %s: %w", table, err)
+		}
+		return nil
+	}
+	var seen uint64
+	err := s.queryOne(ctx, "SELECT count() FROM "+s.db+".batches WHERE token = {token:String} AND tbl = {tbl:String}",
+		Params{P("token", token), P("tbl", table)}, &seen)
+	if err != nil {
+		return fmt.Errorf("write %s: check dedup token: %w", table, err)
+	}
+	if seen > 0 {
+		return nil
+	}
+	if err := s.conn.Insert(ctx, full, columns, "", n, row); err != nil {
+		return fmt.Errorf("write %s: %w", table, err)
+	}
+	err = s.conn.Insert(ctx, s.db+".batches", []string{"token", "tbl", "rows", "written_ns"}, "", 1,
+		func(_ int, dst []any) []any {
+			return append(dst, token, table, uint64(n), uint64(time.Now().UnixNano()))
+		})
+	if err != nil {
+		return fmt.Errorf("write %s: record dedup token: %w", table, err)
+	}
+	return nil
+}
+
+// wrapCtx makes an engine error that happened because the context ended
+// match ctx.Err() with errors.Is, whatever the engine reported.
+func wrapCtx(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("%w (%v)", cerr, err)
+	}
+	return err
+}
+
+// inList renders n placeholders named prefix0..prefixN-1 of type typ, for IN (…).
+func inList(prefix, typ string, n int) string {
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "{%s%d:%s}", prefix, i, typ)
+	}
+	return b.String()
+}
+
+// countable lists the tables CountRows may be asked about.
+var countable = map[string]bool{"spans": true, "trace_index": true, "hops": true, "findings": true, "schema_migrations": true}
+
+// CountRows returns the raw row count of one of budgetd's tables, duplicates
+// included. Tests and the crash checks use it to prove exactly-once storage.
+func (s *Store) CountRows(ctx context.Context, table string) (uint64, error) {
+	if !countable[table] {
+		return 0, fmt.Errorf("count rows: unknown table %q", table)
+	}
+	var n uint64
+	if err := s.queryOne(ctx, "SELECT count() FROM "+s.db+"."+table, nil, &n); err != nil {
+		return 0, wrapCtx(ctx, fmt.Errorf("count %s: %w", table, err))
+	}
+	return n, nil
+}
+
+// Conn returns the engine connection the store runs on.
+func (s *Store) Conn() Conn { return s.conn }

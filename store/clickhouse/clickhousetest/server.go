@@ -1,0 +1,227 @@
+// Package clickhousetest starts a real ClickHouse server for tests: Debian's
+// clickhouse-server (installed by `make test-setup`) on free loopback ports
+// with a temporary data directory, stopped when the test ends.
+package clickhousetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Server is one running clickhouse-server.
+type Server struct {
+	dir      string
+	binary   string
+	tcpPort  int
+	httpPort int
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	waitCh chan error // receives the process's exit
+}
+
+// Binary returns the clickhouse-server executable, or an error naming the
+// setup command when it is not installed.
+func Binary() (string, error) {
+	if p, err := exec.LookPath("clickhouse-server"); err == nil {
+		return p, nil
+	}
+	for _, p := range []string{"/usr/sbin/clickhouse-server", "/usr/bin/clickhouse-server", "/usr/bin/clickhouse"} {
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	return "", errors.New("clickhouse-server not found: run `make test-setup`")
+}
+
+// Start starts a server for the test and stops it at cleanup. A missing
+// server binary fails the test: it is a setup bug, not a reason to skip.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	bin, err := Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{dir: t.TempDir(), binary: bin}
+	if s.tcpPort, err = freePort(); err != nil {
+		t.Fatal(err)
+	}
+	if s.httpPort, err = freePort(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.writeConfig(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Stop() })
+	return s
+}
+
+// DSN returns the clickhouse:// address of the server with database db.
+func (s *Server) DSN(db string) string {
+	return fmt.Sprintf("clickhouse://127.0.0.1:%d/%s", s.tcpPort, db)
+}
+
+// Addr returns host:port of the native protocol listener.
+func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.tcpPort) }
+
+// Start (re)starts the server process and waits until it accepts
+// connections. It is a no-op when the server runs.
+func (s *Server) Start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil {
+		return nil
+	}
+	cmd := exec.Command(s.binary, "--config-file="+filepath.Join(s.dir, "config.xml"))
+	if filepath.Base(s.binary) == "clickhouse" {
+		cmd = exec.Command(s.binary, "server", "--config-file="+filepath.Join(s.dir, "config.xml"))
+	}
+	cmd.Dir = s.dir
+	out, err := os.Create(filepath.Join(s.dir, "stdout.log"))
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start clickhouse-server: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	s.cmd = cmd
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "tcp", s.Addr())
+		if err == nil {
+			c.Close()
+			// Keep the reaper: Stop waits on it.
+			s.waitCh = exited
+			return nil
+		}
+		select {
+		case err := <-exited:
+			s.cmd = nil
+			log, _ := os.ReadFile(filepath.Join(s.dir, "stdout.log"))
+			return fmt.Errorf("clickhouse-server exited before accepting connections: %v\n%s", err, tail(log, 2000))
+		case <-ctx.Done():
+			_ = cmd.Process.Kill()
+			<-exited
+			s.cmd = nil
+			return fmt.Errorf("clickhouse-server did not accept connections on %s within 30s", s.Addr())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Stop stops the server (SIGTERM, then SIGKILL after 10 s) and waits for it.
+func (s *Server) Stop() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return nil
+	}
+	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-s.waitCh:
+	case <-time.After(10 * time.Second):
+		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+		<-s.waitCh
+	}
+	s.cmd = nil
+	return nil
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
+// freePort asks the kernel for a free loopback port.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func (s *Server) writeConfig() error {
+	for _, d := range []string{"data", "tmp", "user_files", "log", "format_schemas"} {
+		if err := os.MkdirAll(filepath.Join(s.dir, d), 0o750); err != nil {
+			return err
+		}
+	}
+	config := fmt.Sprintf(`<yandex>
+    <logger>
+        <level>warning</level>
+        <log>%[1]s/log/server.log</log>
+        <errorlog>%[1]s/log/error.log</errorlog>
+        <console>0</console>
+    </logger>
+    <listen_host>127.0.0.1</listen_host>
+    <tcp_port>%[2]d</tcp_port>
+    <http_port>%[3]d</http_port>
+    <path>%[1]s/data/</path>
+    <tmp_path>%[1]s/tmp/</tmp_path>
+    <user_files_path>%[1]s/user_files/</user_files_path>
+    <format_schema_path>%[1]s/format_schemas/</format_schema_path>
+    <users_config>%[1]s/users.xml</users_config>
+    <default_profile>default</default_profile>
+    <default_database>default</default_database>
+    <mark_cache_size>268435456</mark_cache_size>
+    <max_concurrent_queries>100</max_concurrent_queries>
+</yandex>
+`, s.dir, s.tcpPort, s.httpPort)
+	users := `<yandex>
+    <profiles>
+        <default>
+            <max_memory_usage>4000000000</max_memory_usage>
+            <allow_experimental_low_cardinality_type>1</allow_experimental_low_cardinality_type>
+        </default>
+    </profiles>
+    <users>
+        <default>
+            <password></password>
+            <networks><ip>127.0.0.1</ip><ip>::1</ip></networks>
+            <profile>default</profile>
+            <quota>default</quota>
+        </default>
+    </users>
+    <quotas>
+        <default>
+            <interval>
+                <duration>3600</duration>
+                <queries>0</queries>
+                <errors>0</errors>
+                <result_rows>0</result_rows>
+                <read_rows>0</read_rows>
+                <execution_time>0</execution_time>
+            </interval>
+        </default>
+    </quotas>
+</yandex>
+`
+	if err := os.WriteFile(filepath.Join(s.dir, "config.xml"), []byte(config), 0o640); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(s.dir, "users.xml"), []byte(users), 0o640)
+}

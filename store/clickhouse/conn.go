@@ -1,0 +1,212 @@
+package clickhouse
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/budgetd/budgetd/schema"
+	"github.com/budgetd/budgetd/store"
+	"github.com/budgetd/budgetd/store/chsql"
+)
+
+// Config selects the server and database.
+type Config struct {
+	// DSN is clickhouse://[user[:password]@]host:port[/database][?options];
+	// the database in the path is where budgetd's tables live (default budgetd).
+	DSN         string
+	TTLDays     int
+	DialTimeout time.Duration // default 5s
+	MaxConns    int           // default 8
+}
+
+// DefaultConfig returns the defaults for a local server.
+func DefaultConfig() Config {
+	return Config{DSN: "clickhouse://127.0.0.1:9000/budgetd", DialTimeout: 5 * time.Second, MaxConns: 8}
+}
+
+// Open connects to the server and opens the store on it, applying migrations.
+func Open(ctx context.Context, cfg Config) (*chsql.Store, error) {
+	c, database, err := Connect(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s, err := chsql.Open(ctx, c, chsql.Config{Database: database, TTLDays: cfg.TTLDays})
+	if err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Conn is a chsql.Conn on a connection pool to one server.
+type Conn struct {
+	db driver.Conn
+}
+
+var _ chsql.Conn = (*Conn)(nil)
+
+// Connect parses cfg.DSN and returns a connection pool and the database name.
+// It does not dial: the first query does, so budgetd starts while the server
+// is still coming up.
+func Connect(cfg Config) (*Conn, string, error) {
+	u, err := url.Parse(cfg.DSN)
+	if err != nil || u.Scheme != "clickhouse" || u.Host == "" {
+		return nil, "", fmt.Errorf("parse store.clickhouse.dsn %q: want clickhouse://host:port/database", redact(cfg.DSN))
+	}
+	database := strings.Trim(u.Path, "/")
+	if database == "" {
+		database = "budgetd"
+	}
+	if !schema.ValidIdentifier(database) {
+		return nil, "", fmt.Errorf("parse store.clickhouse.dsn: database %q is not a plain identifier", database)
+	}
+	// The pool connects to the server's default database: budgetd's own may
+	// not exist yet, and every statement names it explicitly.
+	u.Path = ""
+	opts, err := ch.ParseDSN(u.String())
+	if err != nil {
+		return nil, "", fmt.Errorf("parse store.clickhouse.dsn: %w", err)
+	}
+	opts.DialTimeout = cfg.DialTimeout
+	if opts.DialTimeout <= 0 {
+		opts.DialTimeout = 5 * time.Second
+	}
+	opts.MaxOpenConns = cfg.MaxConns
+	if opts.MaxOpenConns <= 0 {
+		opts.MaxOpenConns = 8
+	}
+	opts.MaxIdleConns = opts.MaxOpenConns
+	db, err := ch.Open(opts)
+	if err != nil {
+		return nil, "", fmt.Errorf("open clickhouse: %w", err)
+	}
+	return &Conn{db: db}, database, nil
+}
+
+// redact hides a DSN's password in error messages.
+func redact(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || u.User == nil {
+		return dsn
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
+}
+
+// Version implements chsql.Conn.
+func (c *Conn) Version(ctx context.Context) (string, error) {
+	var v string
+	if err := c.db.QueryRow(ctx, "SELECT version()").Scan(&v); err != nil {
+		return "", classify(ctx, err)
+	}
+	return v, nil
+}
+
+// placeholder matches ClickHouse's {name:Type} query parameters.
+var placeholder = regexp.MustCompile(`\{([A-Za-z_][A-Za-z0-9_]*):[^{}]+\}`)
+
+// bind turns {name:Type} placeholders into clickhouse-go's @name and the
+// params into named arguments. clickhouse-go then binds them itself,
+// escaping each value for its type, on every server version — 18.16 has no
+// server-side query parameters.
+func bind(query string, params chsql.Params) (string, []any) {
+	if len(params) == 0 {
+		return query, nil
+	}
+	args := make([]any, len(params))
+	for i, p := range params {
+		args[i] = ch.Named(p.Name, p.Value)
+	}
+	return placeholder.ReplaceAllString(query, "@$1"), args
+}
+
+// Exec implements chsql.Conn.
+func (c *Conn) Exec(ctx context.Context, query string, params chsql.Params) error {
+	q, args := bind(query, params)
+	return classify(ctx, c.db.Exec(ctx, q, args...))
+}
+
+// Query implements chsql.Conn.
+func (c *Conn) Query(ctx context.Context, query string, params chsql.Params) (chsql.Rows, error) {
+	q, args := bind(query, params)
+	rows, err := c.db.Query(ctx, q, args...)
+	if err != nil {
+		return nil, classify(ctx, err)
+	}
+	return &ctxRows{Rows: rows, ctx: ctx}, nil
+}
+
+// ctxRows classifies errors met while reading rows the same way as errors
+// from starting the query.
+type ctxRows struct {
+	driver.Rows
+	ctx context.Context //nolint:containedctx // lives exactly as long as the query it belongs to
+}
+
+func (r *ctxRows) Err() error { return classify(r.ctx, r.Rows.Err()) }
+
+// Insert implements chsql.Conn: one native-protocol block per call.
+func (c *Conn) Insert(ctx context.Context, table string, columns []string, dedupToken string, n int, row func(int, []any) []any) error {
+	if dedupToken != "" {
+		ctx = ch.Context(ctx, ch.WithSettings(ch.Settings{"insert_deduplication_token": dedupToken}))
+	}
+	batch, err := c.db.PrepareBatch(ctx, "INSERT INTO "+table+" ("+strings.Join(columns, ", ")+")")
+	if err != nil {
+		return classify(ctx, err)
+	}
+	vals := make([]any, 0, len(columns))
+	for i := range n {
+		vals = row(i, vals[:0])
+		if err := batch.Append(vals...); err != nil {
+			_ = batch.Abort()
+			return fmt.Errorf("append row %d: %w", i, err)
+		}
+	}
+	return classify(ctx, batch.Send())
+}
+
+// Close implements chsql.Conn.
+func (c *Conn) Close() error { return c.db.Close() }
+
+// classify marks errors that mean "the server cannot be reached" with
+// store.ErrUnavailable so callers can answer 503 and retry later.
+//
+// clickhouse-go turns a context deadline into a socket deadline, so a query
+// that outlives its context usually fails with an i/o timeout a moment
+// before the context itself reports expiry; such errors are reported as the
+// context's, so callers can match context.DeadlineExceeded.
+func classify(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) && netErr.Timeout() {
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < 100*time.Millisecond {
+			return fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
+		}
+	}
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	case ctx.Err() != nil:
+		return fmt.Errorf("%w: %w", ctx.Err(), err)
+	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.As(err, &netErr), errors.Is(err, ch.ErrAcquireConnTimeout):
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+	}
+	return err
+}

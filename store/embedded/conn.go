@@ -1,0 +1,206 @@
+package embedded
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/budgetd/budgetd/store/chsql"
+)
+
+// Config selects the embedded engine's data directory and database.
+type Config struct {
+	DataDir  string // default ./data
+	Database string // default budgetd
+	TTLDays  int
+}
+
+// DefaultConfig returns the embedded engine's defaults.
+func DefaultConfig() Config {
+	return Config{DataDir: "./data", Database: "budgetd"}
+}
+
+// Open starts (or joins) the process's chDB engine on cfg.DataDir and opens
+// the store on it, applying migrations.
+func Open(ctx context.Context, cfg Config) (*chsql.Store, error) {
+	c, err := Connect(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	s, err := chsql.Open(ctx, c, chsql.Config{Database: cfg.Database, TTLDays: cfg.TTLDays})
+	if err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// engine is the process's single chDB instance. chDB runs one embedded server
+// per process, bound to one data directory, so every Conn shares it; the last
+// Close shuts it down.
+var engine struct {
+	mu   sync.Mutex
+	conn *connection
+	dir  string
+	refs int
+}
+
+// Conn is a chsql.Conn on the process's chDB engine.
+type Conn struct {
+	c      *connection
+	closed bool
+	mu     sync.Mutex
+}
+
+var _ chsql.Conn = (*Conn)(nil)
+
+// Connect returns a Conn on the chDB engine for dataDir, starting the engine
+// if this is the first Conn. A second, different dataDir in the same process
+// is refused: chDB cannot run two.
+func Connect(dataDir string) (*Conn, error) {
+	lib, err := loadLibrary()
+	if err != nil {
+		return nil, err
+	}
+	abs, err := filepath.Abs(dataDir)
+	if err != nil {
+		return nil, fmt.Errorf("open chdb: %w", err)
+	}
+	engine.mu.Lock()
+	defer engine.mu.Unlock()
+	if engine.conn != nil {
+		if engine.dir != abs {
+			return nil, fmt.Errorf("open chdb at %s: this process already runs chdb at %s", abs, engine.dir)
+		}
+		engine.refs++
+		return &Conn{c: engine.conn}, nil
+	}
+	if err := os.MkdirAll(abs, 0o750); err != nil {
+		return nil, fmt.Errorf("open chdb: %w", err)
+	}
+	// Integers are written unquoted in JSON so they scan into Go integers.
+	c, err := openConnection(lib, abs, []string{"--output_format_json_quote_64bit_integers=0"})
+	if err != nil {
+		return nil, err
+	}
+	engine.conn, engine.dir, engine.refs = c, abs, 1
+	return &Conn{c: c}, nil
+}
+
+// Close implements chsql.Conn.
+func (c *Conn) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	engine.mu.Lock()
+	defer engine.mu.Unlock()
+	engine.refs--
+	if engine.refs == 0 {
+		engine.conn.close()
+		engine.conn, engine.dir = nil, ""
+	}
+	return nil
+}
+
+// run executes one query off the caller's goroutine so that the caller gets
+// its context error promptly: chDB's C call cannot be interrupted, so a query
+// that outlives its caller finishes in the background (queries carry
+// max_execution_time from the deadline, which bounds that).
+func (c *Conn) run(ctx context.Context, query, format string, params chsql.Params) ([]byte, error) {
+	names, values, err := bindParams(params)
+	if err != nil {
+		return nil, err
+	}
+	return c.runCall(ctx, func() ([]byte, error) { return c.c.query(query, format, names, values) })
+}
+
+// runCall runs call on its own goroutine and waits for it or for ctx.
+func (c *Conn) runCall(ctx context.Context, call func() ([]byte, error)) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	type result struct {
+		out []byte
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := call()
+		done <- result{out, err}
+	}()
+	select {
+	case r := <-done:
+		return r.out, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Version implements chsql.Conn.
+func (c *Conn) Version(ctx context.Context) (string, error) {
+	out, err := c.run(ctx, "SELECT version()", "TabSeparated", nil)
+	if err != nil {
+		return "", fmt.Errorf("read chdb version: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// Exec implements chsql.Conn.
+func (c *Conn) Exec(ctx context.Context, query string, params chsql.Params) error {
+	_, err := c.run(ctx, query, "TabSeparated", params)
+	return err
+}
+
+// Query implements chsql.Conn. Results are read whole as JSONCompactEachRow.
+func (c *Conn) Query(ctx context.Context, query string, params chsql.Params) (chsql.Rows, error) {
+	if dl, ok := ctx.Deadline(); ok {
+		left := max(time.Until(dl).Seconds(), 0.001)
+		query += " SETTINGS max_execution_time = " + strconv.FormatFloat(math.Ceil(left*1000)/1000, 'f', -1, 64)
+	}
+	out, err := c.run(ctx, query, "JSONCompactEachRow", params)
+	if err != nil {
+		return nil, err
+	}
+	return newRows(out), nil
+}
+
+// Insert implements chsql.Conn. The rows travel inline as
+// JSONCompactEachRow after the statement, in one binary-safe call.
+func (c *Conn) Insert(ctx context.Context, table string, columns []string, dedupToken string, n int, row func(int, []any) []any) error {
+	var b []byte
+	b = append(b, "INSERT INTO "...)
+	b = append(b, table...)
+	b = append(b, " ("...)
+	b = append(b, strings.Join(columns, ", ")...)
+	b = append(b, ')')
+	if dedupToken != "" {
+		// The token is validated by chsql ([A-Za-z0-9_-]) before it gets here.
+		b = append(b, " SETTINGS insert_deduplication_token = '"...)
+		b = append(b, dedupToken...)
+		b = append(b, '\'')
+	}
+	b = append(b, " FORMAT JSONCompactEachRow\n"...)
+	vals := make([]any, 0, len(columns))
+	var err error
+	for i := range n {
+		vals = row(i, vals[:0])
+		if len(vals) != len(columns) {
+			return fmt.Errorf("insert %s: row %d has %d values for %d columns", table, i, len(vals), len(columns))
+		}
+		if b, err = appendJSONRow(b, vals); err != nil {
+			return fmt.Errorf("insert %s: row %d: %w", table, i, err)
+		}
+		b = append(b, '\n')
+	}
+	_, err = c.runCall(ctx, func() ([]byte, error) { return c.c.queryBytes(b, "TabSeparated") })
+	return err
+}

@@ -1,0 +1,6 @@
+// Package embedded is the default store engine: the real ClickHouse engine
+// running inside the budgetd process through chDB (libchdb.so), with its data
+// in a local directory. It needs no server; the library is installed by
+// `make setup` and loaded when the engine is opened, so budgetd runs without it
+// when another engine is configured.
+package embedded

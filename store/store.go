@@ -1,0 +1,144 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/budgetd/budgetd/schema"
+)
+
+// ErrNotFound is returned by reads of a single object (a trace) that does not exist.
+var ErrNotFound = errors.New("not found")
+
+// ErrUnavailable wraps errors from an engine that cannot be reached (server
+// down, connection refused). Ingest maps it to 503 / UNAVAILABLE.
+var ErrUnavailable = errors.New("store unavailable")
+
+// Store is budgetd's storage. Implementations are safe for concurrent use by
+// multiple goroutines.
+//
+// Writes: each call writes one batch as one INSERT per table. A batch carries a
+// dedup token: writing the same token again (a retry after a timeout whose
+// first attempt did land) stores nothing new. Tokens must be unique per batch
+// content; [a-zA-Z0-9_-], at most 128 bytes. The store does not keep the
+// slices passed to it after the call returns.
+//
+// Reads: time bounds are inclusive Unix nanoseconds. Every call honours its
+// context: when the deadline passes or the caller cancels, the call returns
+// promptly with an error wrapping ctx.Err(). Returned slices belong to the
+// caller.
+type Store interface {
+	// WriteSpans stores spans and the trace-id lookup rows for them.
+	WriteSpans(ctx context.Context, token string, spans []schema.Span) error
+	// WriteHops stores analysed hops.
+	WriteHops(ctx context.Context, token string, hops []schema.Hop) error
+	// WriteFindings stores findings.
+	WriteFindings(ctx context.Context, token string, findings []schema.Finding) error
+
+	// Trace returns every stored span of a trace, in start order, or ErrNotFound.
+	Trace(ctx context.Context, id schema.TraceID) ([]schema.Span, error)
+	// TraceHops returns the analysed hops of a trace, in start order.
+	TraceHops(ctx context.Context, id schema.TraceID) ([]schema.Hop, error)
+	// Spans returns spans that started inside the window, grouped by trace,
+	// at most limit of them; the offline analyzer reads through it.
+	Spans(ctx context.Context, w Window, limit int) ([]schema.Span, error)
+	// Findings returns one page of findings, newest first.
+	Findings(ctx context.Context, q FindingQuery) (FindingPage, error)
+	// Paths aggregates hops per call path over a window.
+	Paths(ctx context.Context, w Window, limit int) ([]PathStats, error)
+	// Edges aggregates calls per caller→callee edge over a window.
+	Edges(ctx context.Context, w Window, limit int) ([]EdgeStats, error)
+	// Totals counts requests and findings over a window.
+	Totals(ctx context.Context, w Window) (Totals, error)
+
+	// Ping checks that the engine answers.
+	Ping(ctx context.Context) error
+	// SchemaVersion returns the highest applied migration and the highest
+	// this binary knows; they differ when the schema is not current.
+	SchemaVersion(ctx context.Context) (applied, known int, err error)
+	// Close releases the engine. No call may be in flight or follow.
+	Close() error
+}
+
+// Window is an inclusive time range in Unix nanoseconds. A zero Until means
+// "no upper bound".
+type Window struct {
+	SinceNs uint64
+	UntilNs uint64
+}
+
+// WindowOf returns the window [since, until].
+func WindowOf(since, until time.Time) Window {
+	return Window{SinceNs: uint64(since.UnixNano()), UntilNs: uint64(until.UnixNano())}
+}
+
+// Until returns the upper bound, treating zero as unbounded.
+func (w Window) Until() uint64 {
+	if w.UntilNs == 0 {
+		return ^uint64(0)
+	}
+	return w.UntilNs
+}
+
+// FindingQuery filters and pages findings. Empty fields do not filter.
+type FindingQuery struct {
+	Kind     schema.Kind
+	Severity schema.Severity
+	Service  string // matches service, caller_service or callee_service
+	Path     string // exact path
+	TraceID  string // lower-case hex
+	Window   Window // on detected_at
+	Cursor   string // from a previous page's Next; "" for the first page
+	Limit    int    // 1..MaxPageSize; 0 means DefaultPageSize
+}
+
+// Page sizes for Findings.
+const (
+	DefaultPageSize = 100
+	MaxPageSize     = 1000
+)
+
+// FindingPage is one page of findings and the cursor of the next ("" at the end).
+type FindingPage struct {
+	Findings []schema.Finding
+	Next     string
+}
+
+// PathStats are the figures of one call path over a window.
+type PathStats struct {
+	Path              string
+	Requests          uint64  // entry hops on this path
+	Errors            uint64  // of which ended in error
+	P50DurationMs     float64 // entry hop duration
+	P99DurationMs     float64
+	P50BudgetMs       *float64 // budget at entry, when any was recorded
+	OrphanedMs        float64  // sum of work after the caller gave up
+	MaxCallsPerTrace  uint64   // most entries on this path in one trace
+	MeanCallsPerTrace float64
+	WithinBudget      uint64 // requests answered without error within their budget
+	FindingsByKind    map[schema.Kind]uint64
+}
+
+// EdgeStats are the figures of one caller→callee edge over a window.
+type EdgeStats struct {
+	CallerService   string
+	CallerOperation string
+	CalleeService   string
+	CalleeOperation string
+	Calls           uint64
+	Retries         uint64   // calls with attempt > 1
+	MedianTimeoutMs *float64 // caller's configured timeout, when recorded
+	P50DurationMs   float64  // call duration as the caller saw it
+	P99DurationMs   float64
+}
+
+// Totals are whole-system figures over a window.
+type Totals struct {
+	Requests       uint64 // root hops
+	WithinBudget   uint64 // root hops answered without error within their budget
+	FindingsByKind map[schema.Kind]uint64
+}
+
+// ErrBadCursor is returned by Findings for a cursor it did not issue.
+var ErrBadCursor = errors.New("invalid cursor")

@@ -1,0 +1,527 @@
+// Package storetest is the conformance suite every store engine passes. It
+// runs against real engines only: the embedded chDB engine and a ClickHouse
+// server started by the test.
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/budgetd/budgetd/schema"
+	"github.com/budgetd/budgetd/store"
+	"github.com/budgetd/budgetd/store/chsql"
+)
+
+// Server is a store server the suite can stop and start, to test outages.
+type Server interface {
+	Stop() error
+	Start() error
+}
+
+// Harness is one engine under test.
+type Harness struct {
+	// Open opens a store on the named database, creating and migrating it.
+	Open func(ctx context.Context, database string) (*chsql.Store, error)
+	// SlowQuery is a statement that takes several seconds on this engine.
+	SlowQuery string
+	// Server is the engine's server, or nil for an in-process engine.
+	Server Server
+}
+
+// Run runs the suite.
+func Run(t *testing.T, h Harness) {
+	tests := []struct {
+		name string
+		fn   func(*testing.T, Harness)
+	}{
+		{"migrations are idempotent", testMigrations},
+		{"every span column round-trips", testSpanRoundTrip},
+		{"hops and findings round-trip", testHopFindingRoundTrip},
+		{"trace not found", testTraceNotFound},
+		{"findings filters, bounds and paging", testFindingFilters},
+		{"same dedup token stored once", testDedup},
+		{"concurrent writers", testConcurrentWriters},
+		{"paths, edges and totals", testAggregates},
+		{"hostile filter values", testHostileFilters},
+		{"deadline returns promptly", testDeadline},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { tt.fn(t, h) })
+	}
+	if h.Server != nil {
+		t.Run("server outage and reconnect", func(t *testing.T) { testOutage(t, h) })
+	}
+}
+
+// open opens a fresh database for one test and closes it at cleanup.
+func open(t *testing.T, h Harness) (*chsql.Store, string) {
+	t.Helper()
+	db := fmt.Sprintf("storetest_%d_%d", time.Now().UnixNano(), rand.IntN(1_000_000))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := h.Open(ctx, db)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = s.Conn().Exec(ctx, "DROP DATABASE IF EXISTS "+db, nil)
+		_ = s.Close()
+	})
+	return s, db
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func testMigrations(t *testing.T, h Harness) {
+	s, db := open(t, h)
+	ctx := ctxT(t)
+	applied, known, err := s.SchemaVersion(ctx)
+	require.NoError(t, err)
+	require.Equal(t, known, applied, "a new database is migrated to the newest version")
+	require.Positive(t, applied)
+	rows, err := s.CountRows(ctx, "schema_migrations")
+	require.NoError(t, err)
+
+	again, err := h.Open(ctx, db)
+	require.NoError(t, err)
+	defer again.Close()
+	applied2, _, err := again.SchemaVersion(ctx)
+	require.NoError(t, err)
+	require.Equal(t, applied, applied2)
+	rows2, err := again.CountRows(ctx, "schema_migrations")
+	require.NoError(t, err)
+	require.Equal(t, rows, rows2, "opening a current database applies nothing")
+}
+
+// tid and sid make deterministic ids.
+func tid(n int) schema.TraceID {
+	var id schema.TraceID
+	id[0], id[14], id[15] = 0xab, byte(n>>8), byte(n)
+	return id
+}
+
+func sid(n int) schema.SpanID {
+	var id schema.SpanID
+	id[0], id[6], id[7] = 0xcd, byte(n>>8), byte(n)
+	return id
+}
+
+// richSpan uses every column with awkward values.
+func richSpan() schema.Span {
+	hostile := "quote ' double \" backslash \\ tab \t newline \n cr \r nul-free unicode 🚀 ü 中文 {x:String} @name ?"
+	return schema.Span{
+		TraceID: tid(1), SpanID: sid(1), ParentSpanID: sid(99), TraceState: "k=v,other=1",
+		Service: "checkout", Name: "POST /pay " + hostile, Kind: schema.KindClient,
+		StartNs: 1_700_000_000_123_456_789, EndNs: 1_700_000_001_987_654_321,
+		StatusCode: schema.StatusError, StatusMessage: hostile,
+		ScopeName: "go.opentelemetry.io/contrib/net/http", ScopeVersion: "0.60.0",
+		ResourceAttrs: schema.Attributes{schema.Str("service.name", "checkout"), schema.Str("host.name", hostile)},
+		Attrs: schema.Attributes{
+			schema.Int(schema.AttrTimeoutMs, 1500), schema.Double("budget.backoff_ms", 12.5),
+			schema.Bool(schema.AttrRejected, true), schema.Strings(schema.AttrHeaderRequestTimeoutMs, "2000", hostile),
+			{Key: "bytes", Type: schema.AttrBytes, Value: "AAEC"}, {Key: "map", Type: schema.AttrMap, Value: `{"a":1}`},
+			{Key: "empty", Type: schema.AttrEmpty, Value: ""}, schema.Str("", ""),
+		},
+		Events: []schema.Event{
+			{TimeNs: 1_700_000_000_500_000_000, Name: schema.EventCancelled, Attrs: schema.Attributes{schema.Str(schema.AttrCancelSource, "deadline")}},
+			{TimeNs: 1_700_000_000_600_000_000, Name: "no attrs"},
+		},
+		Links: []schema.Link{
+			{TraceID: tid(2), SpanID: sid(2), TraceState: "a=b", Attrs: schema.Attributes{schema.Int("n", -7)}},
+			{TraceID: tid(3), SpanID: sid(3)},
+		},
+	}
+}
+
+func testSpanRoundTrip(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	ctx := ctxT(t)
+	rich := richSpan()
+	root := schema.Span{TraceID: tid(1), SpanID: sid(99), Service: "edge", Name: "GET /", Kind: schema.KindServer,
+		StartNs: rich.StartNs - 1000, EndNs: rich.EndNs + 1000}
+	require.NoError(t, s.WriteSpans(ctx, "rt1", []schema.Span{rich, root}))
+
+	got, err := s.Trace(ctx, tid(1))
+	require.NoError(t, err)
+	require.Equal(t, []schema.Span{root, rich}, got, "spans come back whole, in start order")
+
+	all, err := s.Spans(ctx, store.Window{SinceNs: root.StartNs, UntilNs: root.StartNs}, 0)
+	require.NoError(t, err)
+	require.Equal(t, []schema.Span{root}, all, "window bounds are inclusive")
+}
+
+func sampleHop(n int) schema.Hop {
+	return schema.Hop{
+		TraceID: tid(n), SpanID: sid(n), ParentSpanID: sid(n + 1000), Service: "order", Operation: "POST /order",
+		Kind: schema.KindClient, Path: "gateway:GET / > order:POST /order > pricing:quote", RootPath: "gateway:GET /",
+		CallerService: "order", CallerOperation: "POST /order", CalleeService: "pricing", CalleeOperation: "quote",
+		StartNs: uint64(1_700_000_000_000_000_000 + n), DurationNs: 2_500_000_000, IsError: true, TimedOut: true,
+		RemainingMs: schema.Ms(2300), BudgetMs: nil, BudgetSource: string(schema.SourcePropagated),
+		TimeoutMs: schema.Ms(15000), Attempt: 2, MaxAttempts: 3, OrphanedMs: 12.5, Rejected: true, Inferred: true,
+	}
+}
+
+func sampleFinding(n int, kind schema.Kind, service string, at time.Time) schema.Finding {
+	return schema.Finding{
+		ID: fmt.Sprintf("f%04d", n), Kind: kind, Severity: schema.SeverityWarning,
+		TraceID: tid(n).String(), SpanID: sid(n).String(), Service: service, Operation: "quote",
+		CallerService: "order", CalleeService: "db", Path: "order:POST /order > " + service + ":quote",
+		DetectedAt: at.UTC(), Evidence: map[string]float64{"remaining_ms": 2300, "timeout_ms": 15000.5},
+		Message: fmt.Sprintf("%s waited 15000 ms on db while order had 2300 ms left (#%d)", service, n),
+	}
+}
+
+func testHopFindingRoundTrip(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	ctx := ctxT(t)
+	hop := sampleHop(5)
+	entry := schema.Hop{TraceID: tid(5), SpanID: sid(1005), Service: "order", Operation: "POST /order", Kind: schema.KindServer,
+		Path: "gateway:GET / > order:POST /order", StartNs: hop.StartNs - 10, BudgetMs: schema.Ms(0.25)}
+	require.NoError(t, s.WriteHops(ctx, "h1", []schema.Hop{hop, entry}))
+	hops, err := s.TraceHops(ctx, tid(5))
+	require.NoError(t, err)
+	require.Equal(t, []schema.Hop{entry, hop}, hops)
+
+	at := time.Unix(1_700_000_000, 123_456_789)
+	f := sampleFinding(5, schema.KindTimeoutInversion, "pricing", at)
+	edge := sampleFinding(6, schema.KindLatencyInversion, "db", at.Add(time.Second))
+	edge.TraceID, edge.SpanID = "", ""
+	require.NoError(t, s.WriteFindings(ctx, "f1", []schema.Finding{f, edge}))
+	page, err := s.Findings(ctx, store.FindingQuery{})
+	require.NoError(t, err)
+	require.Equal(t, []schema.Finding{edge, f}, page.Findings, "newest first, every field intact")
+	require.Empty(t, page.Next)
+}
+
+func testTraceNotFound(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	_, err := s.Trace(ctxT(t), tid(42))
+	require.ErrorIs(t, err, store.ErrNotFound)
+	hops, err := s.TraceHops(ctxT(t), tid(42))
+	require.NoError(t, err)
+	require.Empty(t, hops)
+}
+
+func testFindingFilters(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	ctx := ctxT(t)
+	base := time.Unix(1_700_000_000, 0)
+	var all []schema.Finding
+	kinds := []schema.Kind{schema.KindTimeoutInversion, schema.KindOrphanedWork, schema.KindRetryAmplification}
+	for i := range 25 {
+		f := sampleFinding(i, kinds[i%3], []string{"pricing", "db"}[i%2], base.Add(time.Duration(i/2)*time.Second))
+		if i%5 == 0 {
+			f.Severity = schema.SeverityCritical
+		}
+		all = append(all, f)
+	}
+	require.NoError(t, s.WriteFindings(ctx, "ff", all))
+	newestFirst := func(fs []schema.Finding) []string {
+		out := make([]string, 0, len(fs))
+		for _, f := range fs {
+			out = append(out, f.ID)
+		}
+		sort.Sort(sort.Reverse(sort.StringSlice(out)))
+		return out
+	}
+	ids := func(fs []schema.Finding) []string {
+		out := make([]string, 0, len(fs))
+		for _, f := range fs {
+			out = append(out, f.ID)
+		}
+		return out
+	}
+	filter := func(keep func(schema.Finding) bool) []schema.Finding {
+		var out []schema.Finding
+		for _, f := range all {
+			if keep(f) {
+				out = append(out, f)
+			}
+		}
+		return out
+	}
+	tests := []struct {
+		name string
+		q    store.FindingQuery
+		want []schema.Finding
+	}{
+		{"kind", store.FindingQuery{Kind: schema.KindOrphanedWork}, filter(func(f schema.Finding) bool { return f.Kind == schema.KindOrphanedWork })},
+		{"severity", store.FindingQuery{Severity: schema.SeverityCritical}, filter(func(f schema.Finding) bool { return f.Severity == schema.SeverityCritical })},
+		{"service matches callee too", store.FindingQuery{Service: "db"}, all},
+		{"service", store.FindingQuery{Service: "pricing"}, filter(func(f schema.Finding) bool { return f.Service == "pricing" })},
+		{"path", store.FindingQuery{Path: all[3].Path}, filter(func(f schema.Finding) bool { return f.Path == all[3].Path })},
+		{"trace", store.FindingQuery{TraceID: all[7].TraceID}, []schema.Finding{all[7]}},
+		{"inclusive window", store.FindingQuery{Window: store.WindowOf(base.Add(2*time.Second), base.Add(4*time.Second))},
+			filter(func(f schema.Finding) bool {
+				return !f.DetectedAt.Before(base.Add(2*time.Second)) && !f.DetectedAt.After(base.Add(4*time.Second))
+			})},
+		{"nothing", store.FindingQuery{Kind: schema.KindBudgetReset}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			page, err := s.Findings(ctx, tt.q)
+			require.NoError(t, err)
+			require.Equal(t, newestFirst(tt.want), ids(page.Findings))
+		})
+	}
+
+	t.Run("paging", func(t *testing.T) {
+		var got []string
+		q := store.FindingQuery{Limit: 10}
+		pages := 0
+		for {
+			page, err := s.Findings(ctx, q)
+			require.NoError(t, err)
+			require.LessOrEqual(t, len(page.Findings), 10)
+			got = append(got, ids(page.Findings)...)
+			pages++
+			if page.Next == "" {
+				break
+			}
+			q.Cursor = page.Next
+		}
+		require.Equal(t, 3, pages)
+		require.Equal(t, newestFirst(all), got, "pages neither skip nor repeat")
+	})
+	t.Run("bad cursor", func(t *testing.T) {
+		_, err := s.Findings(ctx, store.FindingQuery{Cursor: "not a cursor!"})
+		require.ErrorIs(t, err, store.ErrBadCursor)
+	})
+}
+
+func testDedup(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	ctx := ctxT(t)
+	spans := make([]schema.Span, 50)
+	hops := make([]schema.Hop, 50)
+	findings := make([]schema.Finding, 50)
+	for i := range spans {
+		spans[i] = schema.Span{TraceID: tid(i % 5), SpanID: sid(i), Service: "svc", Name: "op", StartNs: uint64(1e18) + uint64(i), EndNs: uint64(1e18) + uint64(i) + 10}
+		hops[i] = sampleHop(i)
+		findings[i] = sampleFinding(i, schema.KindOrphanedWork, "svc", time.Unix(1_700_000_000, int64(i)))
+	}
+	for range 2 {
+		require.NoError(t, s.WriteSpans(ctx, "batch-1", spans))
+		require.NoError(t, s.WriteHops(ctx, "batch-1", hops))
+		require.NoError(t, s.WriteFindings(ctx, "batch-1", findings))
+	}
+	for _, table := range []string{"spans", "hops", "findings"} {
+		n, err := s.CountRows(ctx, table)
+		require.NoError(t, err)
+		require.EqualValues(t, 50, n, "%s: a batch written twice with one token is stored once", table)
+	}
+	// A different token is a different batch.
+	require.NoError(t, s.WriteSpans(ctx, "batch-2", spans[:10]))
+	n, err := s.CountRows(ctx, "spans")
+	require.NoError(t, err)
+	require.EqualValues(t, 60, n)
+	require.Error(t, s.WriteSpans(ctx, "bad token'", spans[:1]), "tokens are validated")
+}
+
+func testConcurrentWriters(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	ctx := ctxT(t)
+	const writers, batches, perBatch = 8, 4, 250
+	var wg sync.WaitGroup
+	errs := make(chan error, writers*batches)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for b := range batches {
+				spans := make([]schema.Span, perBatch)
+				for i := range spans {
+					n := (w*batches+b)*perBatch + i
+					spans[i] = schema.Span{TraceID: tid(w*batches + b), SpanID: sid(n), Service: fmt.Sprintf("svc%d", w),
+						Name: "op", StartNs: uint64(1e18) + uint64(n), EndNs: uint64(1e18) + uint64(n) + 5,
+						Attrs: schema.Attributes{schema.Int("n", int64(n))}}
+				}
+				errs <- s.WriteSpans(ctx, fmt.Sprintf("w%d-b%d", w, b), spans)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	n, err := s.CountRows(ctx, "spans")
+	require.NoError(t, err)
+	require.EqualValues(t, writers*batches*perBatch, n)
+	got, err := s.Trace(ctx, tid(3*batches+2))
+	require.NoError(t, err)
+	require.Len(t, got, perBatch)
+	require.Equal(t, "svc3", got[0].Service)
+}
+
+func testAggregates(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	ctx := ctxT(t)
+	base := uint64(1_700_000_000_000_000_000)
+	var hops []schema.Hop
+	// Three requests on one path: durations 100, 200, 900 ms with budget 500
+	// ms; the third is over budget. Request 2 calls the callee twice (retry).
+	for r := range 3 {
+		entry := schema.Hop{TraceID: tid(r), SpanID: sid(r * 10), Service: "gw", Operation: "GET /", Kind: schema.KindServer,
+			Path: "gw:GET /", RootPath: "gw:GET /", StartNs: base + uint64(r)*1e9, DurationNs: []uint64{100e6, 200e6, 900e6}[r],
+			BudgetMs: schema.Ms(500), OrphanedMs: float64(r * 10)}
+		hops = append(hops, entry)
+		attempts := 1
+		if r == 1 {
+			attempts = 2
+		}
+		for a := 1; a <= attempts; a++ {
+			hops = append(hops, schema.Hop{TraceID: tid(r), SpanID: sid(r*10 + a), ParentSpanID: sid(r * 10), Service: "gw",
+				Operation: "GET db", Kind: schema.KindClient, Path: "gw:GET / > db:query",
+				CallerService: "gw", CallerOperation: "GET /", CalleeService: "db", CalleeOperation: "query",
+				StartNs: entry.StartNs + 1, DurationNs: 50e6, TimeoutMs: schema.Ms(300), Attempt: uint32(a)})
+		}
+	}
+	require.NoError(t, s.WriteHops(ctx, "agg", hops))
+	require.NoError(t, s.WriteFindings(ctx, "agg", []schema.Finding{
+		{ID: "x1", Kind: schema.KindOrphanedWork, Path: "gw:GET /", DetectedAt: time.Unix(0, int64(base)), Evidence: map[string]float64{}},
+		{ID: "x2", Kind: schema.KindOrphanedWork, Path: "gw:GET /", DetectedAt: time.Unix(0, int64(base)), Evidence: map[string]float64{}},
+	}))
+	w := store.Window{SinceNs: base, UntilNs: base + 10e9}
+
+	paths, err := s.Paths(ctx, w, 0)
+	require.NoError(t, err)
+	require.Len(t, paths, 1)
+	p := paths[0]
+	require.Equal(t, "gw:GET /", p.Path)
+	require.EqualValues(t, 3, p.Requests)
+	require.EqualValues(t, 2, p.WithinBudget)
+	require.InDelta(t, 200, p.P50DurationMs, 1)
+	require.NotNil(t, p.P50BudgetMs)
+	require.InDelta(t, 500, *p.P50BudgetMs, 0.001)
+	require.InDelta(t, 30, p.OrphanedMs, 0.001)
+	require.EqualValues(t, 1, p.MaxCallsPerTrace)
+	require.EqualValues(t, 2, p.FindingsByKind[schema.KindOrphanedWork])
+
+	edges, err := s.Edges(ctx, w, 0)
+	require.NoError(t, err)
+	require.Len(t, edges, 1)
+	e := edges[0]
+	require.Equal(t, []string{"gw", "GET /", "db", "query"}, []string{e.CallerService, e.CallerOperation, e.CalleeService, e.CalleeOperation})
+	require.EqualValues(t, 4, e.Calls)
+	require.EqualValues(t, 1, e.Retries)
+	require.NotNil(t, e.MedianTimeoutMs)
+	require.InDelta(t, 300, *e.MedianTimeoutMs, 0.001)
+	require.InDelta(t, 50, e.P99DurationMs, 1)
+
+	tot, err := s.Totals(ctx, w)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, tot.Requests)
+	require.EqualValues(t, 2, tot.WithinBudget)
+	require.EqualValues(t, 2, tot.FindingsByKind[schema.KindOrphanedWork])
+
+	empty, err := s.Paths(ctx, store.Window{SinceNs: base + 20e9, UntilNs: base + 30e9}, 0)
+	require.NoError(t, err)
+	require.Empty(t, empty)
+}
+
+// hostile are filter values that would change a query's shape if they were
+// spliced into SQL.
+var hostile = []string{
+	"'", "''", `\`, `\'`, "' OR 1=1 --", "x' UNION SELECT * FROM system.tables --", "/* comment */",
+	"; DROP TABLE spans", "{kind:String}", "@kind", "?", "\x00", "\n\t\r", "é🚀\u202e", strings.Repeat("a'", 5000),
+}
+
+func testHostileFilters(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	ctx := ctxT(t)
+	f := sampleFinding(1, schema.KindOrphanedWork, "svc", time.Unix(1_700_000_000, 0))
+	require.NoError(t, s.WriteFindings(ctx, "hf", []schema.Finding{f}))
+	for _, v := range hostile {
+		for _, q := range []store.FindingQuery{{Kind: schema.Kind(v)}, {Severity: schema.Severity(v)}, {Service: v}, {Path: v}, {TraceID: v}} {
+			page, err := s.Findings(ctx, q)
+			require.NoError(t, err, "value %q", v)
+			require.Empty(t, page.Findings, "value %q matched", v)
+		}
+		_, err := s.Trace(ctx, tid(7))
+		require.ErrorIs(t, err, store.ErrNotFound)
+	}
+	// A filter value that contains quotes still matches exactly.
+	g := sampleFinding(2, schema.KindOrphanedWork, `it's "quoted" \ `, time.Unix(1_700_000_000, 0))
+	require.NoError(t, s.WriteFindings(ctx, "hf2", []schema.Finding{g}))
+	page, err := s.Findings(ctx, store.FindingQuery{Service: g.Service})
+	require.NoError(t, err)
+	require.Len(t, page.Findings, 1)
+	n, err := s.CountRows(ctx, "findings")
+	require.NoError(t, err)
+	require.EqualValues(t, 2, n, "no filter changed the data")
+}
+
+func testDeadline(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	expired, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	_, err := s.Findings(expired, store.FindingQuery{})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+
+	// A statement that would run for several seconds returns when its
+	// deadline passes, not when it finishes.
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	rows, err := s.Conn().Query(ctx, h.SlowQuery, nil)
+	if err == nil {
+		for rows.Next() {
+		}
+		err = rows.Err()
+		rows.Close()
+	}
+	require.Error(t, err)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Less(t, time.Since(start), 3*time.Second, "the call outlived its deadline by seconds")
+}
+
+func testOutage(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	ctx := ctxT(t)
+	require.NoError(t, s.Ping(ctx))
+	require.NoError(t, h.Server.Stop())
+
+	pingCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	start := time.Now()
+	err := s.Ping(pingCtx)
+	cancel()
+	require.Error(t, err, "a stopped server cannot answer")
+	require.Less(t, time.Since(start), 5*time.Second, "no hang past the deadline")
+	writeCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	err = s.WriteSpans(writeCtx, "outage", []schema.Span{richSpan()})
+	cancel()
+	require.Error(t, err)
+	require.True(t, errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded), "error %v", err)
+
+	require.NoError(t, h.Server.Start())
+	// The pool's dead connections are replaced on use; a few attempts may
+	// still meet one.
+	var pingErr error
+	for range 20 {
+		attempt, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		pingErr = s.Ping(attempt)
+		cancel()
+		if pingErr == nil {
+			break
+		}
+	}
+	require.NoError(t, pingErr, "the engine reconnects after the server is back")
+	require.NoError(t, s.WriteSpans(ctx, "after-outage", []schema.Span{richSpan()}))
+	got, err := s.Trace(ctx, tid(1))
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+}
