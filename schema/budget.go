@@ -27,6 +27,10 @@ const (
 	AttrErrorType              = "error.type"
 	AttrHTTPStatusCode         = "http.response.status_code"
 	AttrRPCGRPCStatusCode      = "rpc.grpc.status_code"
+	// AttrRPCResponseStatusCode is the newer semantic-convention name for the
+	// RPC status, a string such as "DEADLINE_EXCEEDED"; current otelgrpc
+	// emits it instead of rpc.grpc.status_code.
+	AttrRPCResponseStatusCode = "rpc.response.status_code"
 )
 
 // BudgetSource says where a hop's budget came from.
@@ -64,7 +68,9 @@ type BudgetFacts struct {
 	TimedOut      bool
 	Cancellations []Cancellation
 	// Inferred is true when RemainingMs came from a header fallback rather
-	// than budget.remaining_ms.
+	// than budget.remaining_ms. On a CLIENT/PRODUCER span the request
+	// headers are the budget sent downstream, so there the fallback fills
+	// PropagatedMs instead and Inferred says that PropagatedMs was inferred.
 	Inferred bool
 	// Invalid lists the attributes whose values could not be used. They were
 	// ignored; callers count them.

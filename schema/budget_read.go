@@ -1,55 +1,503 @@
 package schema
 
-import "strconv"
+import (
+	"math"
+	"strings"
+	"time"
+)
 
-// ReadBudget returns the budget facts of s. It never fails: values that cannot
-// be used are skipped and listed in BudgetFacts.Invalid.
-//
-// Minimal version: reads the budget.* attributes only. Header fallbacks are
-// added in the full contract.
-func ReadBudget(s *Span) BudgetFacts {
-	var f BudgetFacts
-	for _, a := range s.Attrs {
-		switch a.Key {
-		case AttrRemainingMs:
-			f.RemainingMs = f.number(a)
-		case AttrTimeoutMs:
-			f.TimeoutMs = f.number(a)
-		case AttrPropagatedMs:
-			f.PropagatedMs = f.number(a)
-		case AttrBackoffMs:
-			f.BackoffMs = f.number(a)
-		case AttrAttempt:
-			if v := f.number(a); v != nil && *v >= 1 {
-				f.Attempt = uint32(*v)
-			}
-		case AttrMaxAttempts:
-			if v := f.number(a); v != nil && *v >= 1 {
-				f.MaxAttempts = uint32(*v)
-			}
-		case AttrSource:
-			f.Source = BudgetSource(a.Value)
-		case AttrRejected:
-			f.Rejected = a.Value == "true"
-		}
+// budgetKey numbers the attributes ReadBudget looks at, so one pass over a
+// span's attributes can note where each one is without building a map.
+type budgetKey uint8
+
+const (
+	keyRemaining budgetKey = iota
+	keySource
+	keyTimeout
+	keyPropagated
+	keyAttempt
+	keyMaxAttempts
+	keyBackoff
+	keyRejected
+	// Budget fallbacks, in priority order.
+	keyHeaderTimeoutMs
+	keyHeaderGRPCTimeout
+	keyMetadataGRPCTimeout
+	keyHeaderEnvoyExpected
+	keyHeaderDeadline
+	// Attempt fallbacks, in priority order.
+	keyResendCount
+	keyPreviousAttempts
+	keyEnvoyAttempt
+	// Timeout evidence.
+	keyErrorType
+	keyHTTPStatus
+	keyGRPCStatus
+	keyRPCStatus
+	numBudgetKeys
+)
+
+func budgetKeyOf(key string) (budgetKey, bool) {
+	switch key {
+	case AttrRemainingMs:
+		return keyRemaining, true
+	case AttrSource:
+		return keySource, true
+	case AttrTimeoutMs:
+		return keyTimeout, true
+	case AttrPropagatedMs:
+		return keyPropagated, true
+	case AttrAttempt:
+		return keyAttempt, true
+	case AttrMaxAttempts:
+		return keyMaxAttempts, true
+	case AttrBackoffMs:
+		return keyBackoff, true
+	case AttrRejected:
+		return keyRejected, true
+	case AttrHeaderRequestTimeoutMs:
+		return keyHeaderTimeoutMs, true
+	case AttrHeaderGRPCTimeout:
+		return keyHeaderGRPCTimeout, true
+	case AttrMetadataGRPCTimeout:
+		return keyMetadataGRPCTimeout, true
+	case AttrHeaderEnvoyExpectedMs:
+		return keyHeaderEnvoyExpected, true
+	case AttrHeaderRequestDeadline:
+		return keyHeaderDeadline, true
+	case AttrHTTPResendCount:
+		return keyResendCount, true
+	case AttrGRPCPreviousAttempts:
+		return keyPreviousAttempts, true
+	case AttrHeaderEnvoyAttempt:
+		return keyEnvoyAttempt, true
+	case AttrErrorType:
+		return keyErrorType, true
+	case AttrHTTPStatusCode:
+		return keyHTTPStatus, true
+	case AttrRPCGRPCStatusCode:
+		return keyGRPCStatus, true
+	case AttrRPCResponseStatusCode:
+		return keyRPCStatus, true
 	}
-	for _, e := range s.Events {
-		if e.Name == EventCancelled {
-			c := Cancellation{TimeNs: e.TimeNs}
-			if src, ok := e.Attrs.Get(AttrCancelSource); ok {
-				c.Source = src.Value
-			}
-			f.Cancellations = append(f.Cancellations, c)
-		}
-	}
-	return f
+	return 0, false
 }
 
-func (f *BudgetFacts) number(a Attr) *float64 {
-	v, err := strconv.ParseFloat(a.Value, 64)
-	if err != nil {
-		f.Invalid = append(f.Invalid, InvalidValue{Key: a.Key, Reason: "not a number"})
+// budgetReader holds the state of one ReadBudget call.
+type budgetReader struct {
+	span *Span
+	f    BudgetFacts
+	at   [numBudgetKeys]int32 // index+1 of each attribute in span.Attrs, 0 when absent
+	// slab backs the float pointers of f, so a span costs one allocation
+	// for all of them rather than one each.
+	slab *[4]float64
+	used int
+}
+
+// ReadBudget returns the budget facts of s: the budget.* attributes and
+// budget.cancelled events of the contract in DESIGN §4 and
+// docs/attributes.md, with the budget and the attempt number inferred from
+// request headers and metadata where the span does not record them.
+//
+// It never fails. A value that cannot be used (wrong type, malformed,
+// negative where that makes no sense, not finite, beyond MaxMs, empty, or a
+// repeated key) is ignored and listed in BudgetFacts.Invalid, so callers can
+// count it. Every contract attribute present on the span is checked, even a
+// fallback that a recorded value makes unnecessary, so that a broken header
+// shows up before it is needed. Invalid is in a fixed order (repeated keys,
+// then budget.*, budget fallbacks, attempt fallbacks, status attributes and
+// events), not in attribute order.
+//
+// Budget fallbacks, in priority order: x-request-timeout-ms, grpc-timeout
+// (HTTP header, then gRPC metadata), x-envoy-expected-rq-timeout-ms,
+// x-request-deadline (epoch ms, made relative to the span start). On an
+// entry (or internal) span the first usable one becomes RemainingMs when
+// budget.remaining_ms is absent or unusable. On a CLIENT or PRODUCER span the
+// request headers are what the call sent downstream, so they fill
+// PropagatedMs instead; RemainingMs is never guessed for a call. Either way
+// Inferred is set. Source is never guessed: it stays empty unless
+// budget.source says otherwise. A header attribute may hold several values
+// (one per header line); the first usable one counts, and the attribute is
+// listed in Invalid, once, only when none is usable.
+//
+// Attempt fallbacks, when budget.attempt is absent or unusable:
+// http.request.resend_count + 1, grpc-previous-rpc-attempts + 1, then
+// x-envoy-attempt-count (already 1-based).
+func ReadBudget(s *Span) BudgetFacts {
+	if s == nil {
+		return BudgetFacts{}
+	}
+	r := budgetReader{span: s}
+	for i := range s.Attrs {
+		k, ok := budgetKeyOf(s.Attrs[i].Key)
+		if !ok {
+			continue
+		}
+		if r.at[k] != 0 {
+			// OTLP forbids repeated keys; the first one wins, as in
+			// Attributes.Get.
+			r.invalid(s.Attrs[i].Key, reasonDuplicate)
+			continue
+		}
+		r.at[k] = int32(i + 1)
+	}
+
+	r.readRecorded()
+	r.inferBudget()
+	r.inferAttempt()
+	r.readTimedOut()
+	r.readCancellations()
+	return r.f
+}
+
+func (r *budgetReader) attr(k budgetKey) (Attr, bool) {
+	if i := r.at[k]; i != 0 {
+		return r.span.Attrs[i-1], true
+	}
+	return Attr{}, false
+}
+
+func (r *budgetReader) invalid(key, reason string) {
+	r.f.Invalid = append(r.f.Invalid, InvalidValue{Key: key, Reason: reason})
+}
+
+func (r *budgetReader) ptr(v float64) *float64 {
+	if r.slab == nil {
+		r.slab = new([4]float64)
+	}
+	p := &r.slab[r.used]
+	r.used++
+	*p = v
+	return p
+}
+
+// ms reads a millisecond attribute; negative values are refused unless
+// signed.
+func (r *budgetReader) ms(k budgetKey, signed bool) *float64 {
+	a, ok := r.attr(k)
+	if !ok {
 		return nil
 	}
-	return &v
+	v, reason := attrNumber(a)
+	if reason == "" && v < 0 && !signed {
+		reason = reasonNegative
+	}
+	if reason != "" {
+		r.invalid(a.Key, reason)
+		return nil
+	}
+	return r.ptr(v)
+}
+
+func (r *budgetReader) count(k budgetKey) uint32 {
+	a, ok := r.attr(k)
+	if !ok {
+		return 0
+	}
+	n, reason := attrCount(a, 1)
+	if reason != "" {
+		r.invalid(a.Key, reason)
+		return 0
+	}
+	return n
+}
+
+// readRecorded reads the budget.* attributes. A remaining budget may be
+// negative (the request arrived expired) and so may a propagated one (the
+// caller sent an already expired budget downstream, which is worth seeing);
+// a timeout, a backoff and attempt numbers may not.
+func (r *budgetReader) readRecorded() {
+	r.f.RemainingMs = r.ms(keyRemaining, true)
+	r.f.TimeoutMs = r.ms(keyTimeout, false)
+	r.f.PropagatedMs = r.ms(keyPropagated, true)
+	r.f.BackoffMs = r.ms(keyBackoff, false)
+	r.f.Attempt = r.count(keyAttempt)
+	r.f.MaxAttempts = r.count(keyMaxAttempts)
+
+	if a, ok := r.attr(keySource); ok {
+		switch src := BudgetSource(a.Value); {
+		case a.Type == AttrEmpty:
+			r.invalid(a.Key, reasonEmpty)
+		case a.Type != AttrString:
+			r.invalid(a.Key, reasonWrongType)
+		case src == SourcePropagated || src == SourceEdge || src == SourceDefault || src == SourceNone:
+			r.f.Source = src
+		case src == "":
+			r.invalid(a.Key, reasonEmpty)
+		default:
+			r.invalid(a.Key, reasonUnknownValue)
+		}
+	}
+
+	if a, ok := r.attr(keyRejected); ok {
+		switch {
+		case a.Type == AttrEmpty:
+			r.invalid(a.Key, reasonEmpty)
+		case a.Type != AttrBool && a.Type != AttrString:
+			r.invalid(a.Key, reasonWrongType)
+		case strings.EqualFold(a.Value, "true"):
+			r.f.Rejected = true
+		case strings.EqualFold(a.Value, "false"):
+		case a.Value == "":
+			r.invalid(a.Key, reasonEmpty)
+		default:
+			r.invalid(a.Key, reasonUnknownValue)
+		}
+	}
+}
+
+// inferBudget reads the budget fallbacks. All of them are checked; the first
+// usable one in priority order fills the budget if the span recorded none.
+func (r *budgetReader) inferBudget() {
+	var inferred float64
+	found := false
+	for k := keyHeaderTimeoutMs; k <= keyHeaderDeadline; k++ {
+		a, ok := r.attr(k)
+		if !ok {
+			continue
+		}
+		v, ok := r.headerBudget(k, a)
+		if ok && !found {
+			inferred, found = v, true
+		}
+	}
+	if !found {
+		return
+	}
+	target := &r.f.RemainingMs
+	if r.span.Kind.IsCall() {
+		target = &r.f.PropagatedMs
+	}
+	if *target == nil {
+		*target = r.ptr(inferred)
+		r.f.Inferred = true
+	}
+}
+
+// headerBudget returns the budget in ms carried by the first usable value of
+// the fallback header a, or records why none was usable (the reason of the
+// first bad value).
+func (r *budgetReader) headerBudget(k budgetKey, a Attr) (float64, bool) {
+	it, reason := newHeaderValues(a)
+	if reason != "" {
+		r.invalid(a.Key, reason)
+		return 0, false
+	}
+	for {
+		h, ok, end := it.next()
+		if !ok {
+			if reason == "" {
+				reason = end
+			}
+			break
+		}
+		var v float64
+		var why string
+		switch k {
+		case keyHeaderGRPCTimeout, keyMetadataGRPCTimeout:
+			var d time.Duration
+			d, why = parseGRPCTimeout(h)
+			v = float64(d) / float64(time.Millisecond)
+		case keyHeaderDeadline:
+			v, why = r.deadline(h)
+		default:
+			v, why = parseDecimal(h, false, false)
+		}
+		if why == "" {
+			return v, true
+		}
+		if reason == "" {
+			reason = why
+		}
+	}
+	r.invalid(a.Key, reason)
+	return 0, false
+}
+
+// deadline turns an x-request-deadline value (absolute Unix epoch ms) into
+// the budget left at the span's start. The whole milliseconds are subtracted
+// as integers, both exact in a float64, before the sub-millisecond part of
+// the start, so a deadline 250 ms after the start reads as exactly 250.
+func (r *budgetReader) deadline(h string) (float64, string) {
+	d, reason := parseDecimal(h, false, false)
+	if reason != "" {
+		return 0, reason
+	}
+	if r.span.StartNs == 0 {
+		return 0, reasonNoStart
+	}
+	startMs := r.span.StartNs / 1e6 // below 2^45 for any uint64, so exact
+	frac := r.span.StartNs % 1e6
+	return checkMs((d - float64(startMs)) - float64(frac)/1e6)
+}
+
+// inferAttempt reads the attempt fallbacks: http.request.resend_count and
+// grpc-previous-rpc-attempts count earlier attempts (so this one is that
+// plus one), x-envoy-attempt-count is already 1-based.
+func (r *budgetReader) inferAttempt() {
+	var attempt uint32
+	if a, ok := r.attr(keyResendCount); ok {
+		n, reason := attrCount(a, 0)
+		if reason == "" && n == math.MaxUint32 {
+			reason = reasonOutOfRange
+		}
+		if reason != "" {
+			r.invalid(a.Key, reason)
+		} else {
+			attempt = n + 1
+		}
+	}
+	for _, k := range [...]budgetKey{keyPreviousAttempts, keyEnvoyAttempt} {
+		a, ok := r.attr(k)
+		if !ok {
+			continue
+		}
+		if n, ok := r.headerCount(k, a); ok && attempt == 0 {
+			attempt = n
+		}
+	}
+	if r.f.Attempt == 0 {
+		r.f.Attempt = attempt
+	}
+}
+
+// headerCount returns the 1-based attempt number carried by the first usable
+// value of the attempt header a, or records why none was usable.
+func (r *budgetReader) headerCount(k budgetKey, a Attr) (uint32, bool) {
+	it, reason := newHeaderValues(a)
+	if reason != "" {
+		r.invalid(a.Key, reason)
+		return 0, false
+	}
+	for {
+		h, ok, end := it.next()
+		if !ok {
+			if reason == "" {
+				reason = end
+			}
+			break
+		}
+		n, why := parseCount(h)
+		switch {
+		case why != "":
+		case k == keyPreviousAttempts && n == math.MaxUint32:
+			why = reasonOutOfRange
+		case k == keyPreviousAttempts:
+			return n + 1, true
+		case n == 0:
+			why = reasonZero
+		default:
+			return n, true
+		}
+		if reason == "" {
+			reason = why
+		}
+	}
+	r.invalid(a.Key, reason)
+	return 0, false
+}
+
+// readTimedOut decides whether the span's outcome was a timeout or a
+// cancellation, from error.type, the gRPC status (rpc.grpc.status_code, or its
+// newer string form rpc.response.status_code) and the HTTP status code.
+//
+// Semantic conventions ask for error.type "timeout", but instrumentations
+// commonly put an exception or error name there instead
+// (context.DeadlineExceeded, SocketTimeoutException, ETIMEDOUT,
+// DEADLINE_EXCEEDED), so any value containing "timeout", "timedout",
+// "timed out" or "deadline", in any case, counts too.
+func (r *budgetReader) readTimedOut() {
+	if a, ok := r.attr(keyErrorType); ok {
+		switch {
+		case a.Type != AttrString:
+			r.invalid(a.Key, reasonWrongType)
+		case a.Value == "":
+			r.invalid(a.Key, reasonEmpty)
+		case containsFold(a.Value, "timeout") || containsFold(a.Value, "timedout") ||
+			containsFold(a.Value, "timed out") || containsFold(a.Value, "deadline"):
+			r.f.TimedOut = true
+		}
+	}
+	if a, ok := r.attr(keyGRPCStatus); ok {
+		// 4 is DEADLINE_EXCEEDED, 1 is CANCELLED.
+		if code, ok := r.statusCode(a); ok && (code == 4 || code == 1) {
+			r.f.TimedOut = true
+		}
+	}
+	if a, ok := r.attr(keyRPCStatus); ok {
+		// The string form of the same codes. Connect spells them in lower
+		// case and American English ("canceled"), gRPC in upper case.
+		switch {
+		case a.Type != AttrString:
+			r.invalid(a.Key, reasonWrongType)
+		case a.Value == "":
+			r.invalid(a.Key, reasonEmpty)
+		case strings.EqualFold(a.Value, "DEADLINE_EXCEEDED") || strings.EqualFold(a.Value, "CANCELLED") ||
+			strings.EqualFold(a.Value, "CANCELED"):
+			r.f.TimedOut = true
+		}
+	}
+	if a, ok := r.attr(keyHTTPStatus); ok {
+		// 504 Gateway Timeout, 499 Client Closed Request (nginx, Envoy),
+		// 408 Request Timeout.
+		if code, ok := r.statusCode(a); ok && (code == 504 || code == 499 || code == 408) {
+			r.f.TimedOut = true
+		}
+	}
+}
+
+func (r *budgetReader) statusCode(a Attr) (uint32, bool) {
+	n, reason := attrCount(a, 0)
+	if reason != "" {
+		r.invalid(a.Key, reason)
+		return 0, false
+	}
+	return n, true
+}
+
+// readCancellations collects the budget.cancelled events. An event with an
+// unknown budget.cancel_source is kept (the cancellation happened) with the
+// source left empty.
+func (r *budgetReader) readCancellations() {
+	for i := range r.span.Events {
+		e := &r.span.Events[i]
+		if e.Name != EventCancelled {
+			continue
+		}
+		c := Cancellation{TimeNs: e.TimeNs}
+		if a, ok := e.Attrs.Get(AttrCancelSource); ok {
+			switch {
+			case a.Type != AttrString:
+				r.invalid(a.Key, reasonWrongType)
+			case a.Value == "caller_disconnect" || a.Value == "deadline" || a.Value == "upstream":
+				c.Source = a.Value
+			case a.Value == "":
+				r.invalid(a.Key, reasonEmpty)
+			default:
+				r.invalid(a.Key, reasonUnknownValue)
+			}
+		}
+		r.f.Cancellations = append(r.f.Cancellations, c)
+	}
+}
+
+// containsFold reports whether s contains the lower-case ASCII word sub,
+// ignoring ASCII case, without allocating a lowered copy of s.
+func containsFold(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		j := 0
+		for ; j < len(sub); j++ {
+			c := s[i+j]
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			if c != sub[j] {
+				break
+			}
+		}
+		if j == len(sub) {
+			return true
+		}
+	}
+	return false
 }

@@ -1,6 +1,11 @@
 package schema
 
-import "sort"
+import (
+	"bytes"
+	"cmp"
+	"slices"
+	"sort"
+)
 
 // Trace is the spans of one trace indexed as a tree. Build it with NewTrace.
 //
@@ -29,31 +34,40 @@ type Trace struct {
 
 // NewTrace builds the tree for spans, which must all share one trace id (the
 // id of the first span is used). The slice is copied; the caller keeps it.
+// Building is iterative and O(n log n), so a trace shaped as one very deep
+// chain costs no more than a flat one.
 func NewTrace(spans []Span) *Trace {
 	t := &Trace{Children: make(map[int][]int), index: make(map[SpanID]int, len(spans))}
 	if len(spans) == 0 {
 		return t
 	}
 	t.ID = spans[0].TraceID
-	t.Spans = make([]Span, 0, len(spans))
-	seen := make(map[SpanID]struct{}, len(spans))
+
+	// Keep the first span of each id. The index maps ids to positions in
+	// spans for now, and to positions in t.Spans once sorted.
+	order := make([]int, 0, len(spans))
 	for i := range spans {
-		if _, dup := seen[spans[i].SpanID]; dup {
+		if _, dup := t.index[spans[i].SpanID]; dup {
 			t.Duplicates++
 			continue
 		}
-		seen[spans[i].SpanID] = struct{}{}
-		t.Spans = append(t.Spans, spans[i])
+		t.index[spans[i].SpanID] = i
+		order = append(order, i)
 	}
-	sort.SliceStable(t.Spans, func(i, j int) bool {
-		a, b := &t.Spans[i], &t.Spans[j]
-		if a.StartNs != b.StartNs {
-			return a.StartNs < b.StartNs
+	// Sort positions rather than Spans: a Span is hundreds of bytes, and
+	// moving them around inside the sort dominated the build. Ids are unique
+	// by now, so the order is total and stability does not matter.
+	slices.SortFunc(order, func(i, j int) int {
+		a, b := &spans[i], &spans[j]
+		if c := cmp.Compare(a.StartNs, b.StartNs); c != 0 {
+			return c
 		}
-		return string(a.SpanID[:]) < string(b.SpanID[:])
+		return bytes.Compare(a.SpanID[:], b.SpanID[:])
 	})
-	for i := range t.Spans {
-		t.index[t.Spans[i].SpanID] = i
+	t.Spans = make([]Span, len(order))
+	for k, i := range order {
+		t.Spans[k] = spans[i]
+		t.index[spans[i].SpanID] = k
 	}
 
 	t.parent = make([]int, len(t.Spans))
@@ -70,17 +84,50 @@ func NewTrace(spans []Span) *Trace {
 		}
 	}
 	t.breakCycles()
-	for i, p := range t.parent {
-		if p >= 0 {
-			t.Children[p] = append(t.Children[p], i)
-		}
-	}
+	t.buildChildren()
 	return t
 }
 
+// buildChildren fills Children from the parent links. All child lists share
+// one backing array (a counting sort by parent) instead of growing one slice
+// per parent; each list's capacity is capped at its length so that a caller
+// appending to one cannot overwrite its neighbour. Filling in index order
+// keeps each list in start order.
+func (t *Trace) buildChildren() {
+	start := make([]int, len(t.Spans)+1) // start[p+1] counts p's children first
+	parents := 0
+	for _, p := range t.parent {
+		if p >= 0 {
+			if start[p+1] == 0 {
+				parents++
+			}
+			start[p+1]++
+		}
+	}
+	for i := 1; i < len(start); i++ {
+		start[i] += start[i-1]
+	}
+	all := make([]int, start[len(start)-1])
+	next := make([]int, len(t.Spans))
+	copy(next, start)
+	for i, p := range t.parent {
+		if p >= 0 {
+			all[next[p]] = i
+			next[p]++
+		}
+	}
+	t.Children = make(map[int][]int, parents)
+	for p := range t.Spans {
+		if lo, hi := start[p], start[p+1]; hi > lo {
+			t.Children[p] = all[lo:hi:hi]
+		}
+	}
+}
+
 // breakCycles finds spans whose parent chain never reaches a root or orphan
-// and cuts each cycle once, turning the cut span into an orphan. It is linear:
-// every span is coloured once.
+// and cuts each cycle once, above its earliest span, turning that span into an
+// orphan. It is linear and iterative, so a chain of any depth is safe: every
+// span is coloured once and every cycle is walked once more to find its cut.
 func (t *Trace) breakCycles() {
 	const (
 		unvisited = iota
@@ -98,9 +145,17 @@ func (t *Trace) breakCycles() {
 			i = t.parent[i]
 		}
 		if i >= 0 && state[i] == onStack {
-			// i is on the chain just walked: a cycle. Cut it at i.
-			t.parent[i] = -1
-			t.Orphans = append(t.Orphans, i)
+			// i is on the chain just walked: a cycle. Cut it above its
+			// earliest span (the lowest index, as Spans are in start
+			// order), which is the likeliest real ancestor of the others.
+			// Cutting where the walk happened to enter would depend on
+			// which span the walk started from.
+			cut := i
+			for j := t.parent[i]; j != i; j = t.parent[j] {
+				cut = min(cut, j)
+			}
+			t.parent[cut] = -1
+			t.Orphans = append(t.Orphans, cut)
 		}
 		for _, c := range chain {
 			state[c] = done

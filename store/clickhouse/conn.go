@@ -24,10 +24,10 @@ import (
 type Config struct {
 	// DSN is clickhouse://[user[:password]@]host:port[/database][?options];
 	// the database in the path is where budgetd's tables live (default budgetd).
-	DSN         string
-	TTLDays     int
-	DialTimeout time.Duration // default 5s
-	MaxConns    int           // default 8
+	DSN         string        `yaml:"dsn"`
+	TTLDays     int           `yaml:"-"`            // set from store.retention_days
+	DialTimeout time.Duration `yaml:"dial_timeout"` // default 5s
+	MaxConns    int           `yaml:"max_conns"`    // default 8
 }
 
 // DefaultConfig returns the defaults for a local server.

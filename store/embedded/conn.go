@@ -16,9 +16,9 @@ import (
 
 // Config selects the embedded engine's data directory and database.
 type Config struct {
-	DataDir  string // default ./data
-	Database string // default budgetd
-	TTLDays  int
+	DataDir  string `yaml:"data_dir"` // default ./data
+	Database string `yaml:"database"` // default budgetd
+	TTLDays  int    `yaml:"-"`        // set from store.retention_days
 }
 
 // DefaultConfig returns the embedded engine's defaults.

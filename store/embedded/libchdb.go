@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"unsafe"
 
@@ -40,14 +41,32 @@ var libraryState struct {
 	err  error
 }
 
-// libraryPath returns where libchdb.so is looked for: CHDB_LIB_PATH, then the
-// project's setup cache, then the system location chdb-go also uses.
+// libraryPath returns where libchdb.so is: CHDB_LIB_PATH when set, else the
+// setup cache (.cache/libchdb, looked for in the working directory and its
+// parents, so `go test` in a package directory finds it, and beside the
+// executable's directory), else the system location chdb-go also uses.
 func libraryPath() (string, error) {
-	candidates := []string{os.Getenv("CHDB_LIB_PATH"), ".cache/libchdb/libchdb.so", "/usr/local/lib/libchdb.so"}
-	for _, p := range candidates {
-		if p == "" {
-			continue
+	if p := os.Getenv("CHDB_LIB_PATH"); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("CHDB_LIB_PATH=%s: %w (run `make setup`)", p, err)
 		}
+		return p, nil
+	}
+	const rel = ".cache/libchdb/libchdb.so"
+	var candidates []string
+	if wd, err := os.Getwd(); err == nil {
+		for dir := wd; ; dir = filepath.Dir(dir) {
+			candidates = append(candidates, filepath.Join(dir, rel))
+			if filepath.Dir(dir) == dir {
+				break
+			}
+		}
+	}
+	if exe, err := os.Executable(); err == nil {
+		candidates = append(candidates, filepath.Join(filepath.Dir(exe), "..", rel))
+	}
+	candidates = append(candidates, "/usr/local/lib/libchdb.so")
+	for _, p := range candidates {
 		if _, err := os.Stat(p); err == nil {
 			return p, nil
 		}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/budgetd/budgetd/config"
+	"github.com/budgetd/budgetd/store/engine"
+)
+
+// configFlags are the flags every command that reads the configuration has.
+// They override the file, which overrides the defaults.
+type configFlags struct {
+	path     string
+	engine   string
+	dataDir  string
+	dsn      string
+	logLevel string
+	fs       *flag.FlagSet
+}
+
+func addConfigFlags(fs *flag.FlagSet) *configFlags {
+	f := &configFlags{fs: fs}
+	fs.StringVar(&f.path, "config", "", "YAML configuration `file` (see docs/configuration.md)")
+	fs.StringVar(&f.engine, "store.engine", "", "store engine: embedded (default) or clickhouse")
+	fs.StringVar(&f.dataDir, "store.embedded.data-dir", "", "embedded engine data `dir` (default ./data)")
+	fs.StringVar(&f.dsn, "store.clickhouse.dsn", "", "ClickHouse `dsn`, clickhouse://host:9000/budgetd")
+	fs.StringVar(&f.logLevel, "log.level", "", "log `level`: debug, info, warn, error")
+	return f
+}
+
+// load builds the configuration: defaults, then the file, then set flags.
+func (f *configFlags) load() (config.Config, error) {
+	cfg := config.DefaultConfig()
+	if f.path != "" {
+		var err error
+		if cfg, err = config.Load(f.path); err != nil {
+			return cfg, err
+		}
+	}
+	f.fs.Visit(func(fl *flag.Flag) {
+		switch fl.Name {
+		case "store.engine":
+			cfg.Store.Engine = f.engine
+		case "store.embedded.data-dir":
+			cfg.Store.Embedded.DataDir = f.dataDir
+		case "store.clickhouse.dsn":
+			cfg.Store.ClickHouse.DSN = f.dsn
+		case "log.level":
+			cfg.Log.Level = f.logLevel
+		}
+	})
+	return cfg, cfg.Validate()
+}
+
+func newLogger(cfg config.LogConfig, w io.Writer) *slog.Logger {
+	lvl, _ := cfg.SlogLevel() // validated
+	opts := &slog.HandlerOptions{Level: lvl}
+	if cfg.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "Usage: budgetd serve [flags]\n\nReceive OTLP traces, store them and find budget violations. Flags override the config file.\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	flags := addConfigFlags(fs)
+	if help, err := parseFlags(fs, args, stdout, stderr); help || err != nil {
+		return err
+	}
+	cfg, err := flags.load()
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg.Log, stderr)
+
+	st, err := engine.Open(ctx, cfg.Store)
+	if err != nil {
+		return fmt.Errorf("open %s store: %w", cfg.Store.Engine, err)
+	}
+	defer st.Close()
+	applied, _, err := st.SchemaVersion(ctx)
+	if err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	log.Info("store ready", "engine", cfg.Store.Engine, "database", st.Database(), "schema_version", applied)
+
+	<-ctx.Done()
+	log.Info("shutting down")
+	return nil
+}

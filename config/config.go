@@ -1,0 +1,74 @@
+// Package config is budgetd's configuration as users write it: a YAML file
+// whose sections belong to the packages that use them, defaults for every
+// key, and validation whose messages name the offending key.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/budgetd/budgetd/store/engine"
+)
+
+// Config is the whole configuration file.
+type Config struct {
+	Log   LogConfig     `yaml:"log"`
+	Store engine.Config `yaml:"store"`
+}
+
+// LogConfig is the `log` section.
+type LogConfig struct {
+	Level  string `yaml:"level"`  // debug | info | warn | error
+	Format string `yaml:"format"` // text | json
+}
+
+// DefaultConfig returns budgetd's defaults: the embedded store under ./data.
+func DefaultConfig() Config {
+	return Config{
+		Log:   LogConfig{Level: "info", Format: "text"},
+		Store: engine.DefaultConfig(),
+	}
+}
+
+// Validate reports the first invalid setting, naming its key.
+func (c Config) Validate() error {
+	if _, err := c.Log.SlogLevel(); err != nil {
+		return err
+	}
+	if c.Log.Format != "text" && c.Log.Format != "json" {
+		return fmt.Errorf("log.format must be text or json, not %q", c.Log.Format)
+	}
+	return c.Store.Validate()
+}
+
+// SlogLevel parses log.level.
+func (l LogConfig) SlogLevel() (slog.Level, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(l.Level)); err != nil {
+		return 0, fmt.Errorf("log.level must be debug, info, warn or error, not %q", l.Level)
+	}
+	return lvl, nil
+}
+
+// Load reads a YAML file over the defaults. Unknown keys are errors, so a
+// misspelt setting is not silently ignored.
+func Load(path string) (Config, error) {
+	cfg := DefaultConfig()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return cfg, fmt.Errorf("read config: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	// An empty file decodes to io.EOF and means "all defaults".
+	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+		return cfg, fmt.Errorf("parse config %s: %w", path, err)
+	}
+	return cfg, nil
+}

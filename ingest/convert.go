@@ -1,0 +1,507 @@
+package ingest
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/budgetd/budgetd/schema"
+)
+
+// UnknownService is the service name given to spans whose resource has no
+// service.name, the same fallback the OpenTelemetry SDKs use.
+const UnknownService = "unknown_service"
+
+// attrServiceName is the resource attribute that names a span's service.
+const attrServiceName = "service.name"
+
+// Limits bounds what one span may carry into budgetd. Everything beyond a
+// limit is cut, never rejected, and counted in Stats: a span with too many
+// attributes is still a span whose timing the detectors need.
+type Limits struct {
+	// MaxAttrValueBytes caps the canonical form of one attribute value.
+	// Strings are cut at a UTF-8 boundary, bytes at a whole base64 quantum,
+	// and arrays and maps after the last whole element that fits, so the
+	// value stays valid JSON.
+	MaxAttrValueBytes int `yaml:"max_attr_value_bytes"`
+	// MaxSpanAttrs caps the attributes kept per span, in wire order.
+	MaxSpanAttrs int `yaml:"max_span_attrs"`
+	// MaxResourceAttrs caps the attributes kept per resource.
+	MaxResourceAttrs int `yaml:"max_resource_attrs"`
+	// MaxEventAttrs caps the attributes kept per span event.
+	MaxEventAttrs int `yaml:"max_event_attrs"`
+	// MaxLinkAttrs caps the attributes kept per span link.
+	MaxLinkAttrs int `yaml:"max_link_attrs"`
+	// MaxSpanEvents caps the events kept per span.
+	MaxSpanEvents int `yaml:"max_span_events"`
+	// MaxSpanLinks caps the links kept per span.
+	MaxSpanLinks int `yaml:"max_span_links"`
+}
+
+// minAttrValueBytes is the smallest value limit Validate accepts. Below it
+// the truncation rules stop making sense: a base64 quantum is 4 bytes and
+// a truncated array still needs its brackets.
+const minAttrValueBytes = 16
+
+// DefaultLimits returns the limits of DESIGN §6: 2 KiB attribute values, and
+// counts large enough that only a misbehaving instrumentation reaches them
+// (the OpenTelemetry SDKs default to 128 attributes, events and links).
+func DefaultLimits() Limits {
+	return Limits{
+		MaxAttrValueBytes: 2048,
+		MaxSpanAttrs:      1024,
+		MaxResourceAttrs:  1024,
+		MaxEventAttrs:     256,
+		MaxLinkAttrs:      256,
+		MaxSpanEvents:     1024,
+		MaxSpanLinks:      1024,
+	}
+}
+
+// Validate reports the first limit that cannot work, naming its config key.
+func (l Limits) Validate() error {
+	if l.MaxAttrValueBytes < minAttrValueBytes {
+		return fmt.Errorf("ingest.limits.max_attr_value_bytes must be >= %d", minAttrValueBytes)
+	}
+	for _, c := range []struct {
+		key string
+		v   int
+	}{
+		{"max_span_attrs", l.MaxSpanAttrs},
+		{"max_resource_attrs", l.MaxResourceAttrs},
+		{"max_event_attrs", l.MaxEventAttrs},
+		{"max_link_attrs", l.MaxLinkAttrs},
+		{"max_span_events", l.MaxSpanEvents},
+		{"max_span_links", l.MaxSpanLinks},
+	} {
+		if c.v <= 0 {
+			return errors.New("ingest.limits." + c.key + " must be > 0")
+		}
+	}
+	return nil
+}
+
+// Stats counts what a conversion changed or refused. Callers add it to
+// their metrics; it is plain data so results of several calls can be summed
+// with Add.
+type Stats struct {
+	// RejectedZeroTraceID counts spans rejected for an all-zero trace id.
+	RejectedZeroTraceID int
+	// RejectedZeroSpanID counts spans rejected for an all-zero span id.
+	RejectedZeroSpanID int
+	// RejectedEndBeforeStart counts spans rejected because they end before
+	// they start.
+	RejectedEndBeforeStart int
+
+	// TruncatedValues counts attribute values cut to MaxAttrValueBytes.
+	TruncatedValues int
+	// RepairedStrings counts strings whose invalid UTF-8 was replaced with
+	// U+FFFD.
+	RepairedStrings int
+	// DroppedAttrs counts attributes dropped by the per-span, per-resource,
+	// per-event and per-link attribute limits. A resource's dropped
+	// attributes are counted once, not once per span.
+	DroppedAttrs int
+	// DroppedEvents counts span events dropped by MaxSpanEvents.
+	DroppedEvents int
+	// DroppedLinks counts span links dropped by MaxSpanLinks.
+	DroppedLinks int
+}
+
+// Add adds o's counters to s.
+func (s *Stats) Add(o Stats) {
+	s.RejectedZeroTraceID += o.RejectedZeroTraceID
+	s.RejectedZeroSpanID += o.RejectedZeroSpanID
+	s.RejectedEndBeforeStart += o.RejectedEndBeforeStart
+	s.TruncatedValues += o.TruncatedValues
+	s.RepairedStrings += o.RepairedStrings
+	s.DroppedAttrs += o.DroppedAttrs
+	s.DroppedEvents += o.DroppedEvents
+	s.DroppedLinks += o.DroppedLinks
+}
+
+// Rejected returns the number of spans rejected for any reason.
+func (s Stats) Rejected() int {
+	return s.RejectedZeroTraceID + s.RejectedZeroSpanID + s.RejectedEndBeforeStart
+}
+
+// The reject reasons, worded for an OTLP partial_success error_message that
+// a person reads in the exporting Collector's log.
+const (
+	reasonZeroTraceID    = "trace_id is missing or all zero"
+	reasonZeroSpanID     = "span_id is missing or all zero"
+	reasonEndBeforeStart = "end_time_unix_nano is before start_time_unix_nano"
+)
+
+// RejectReason describes why spans were rejected, most common reason first,
+// for example "span_id is missing or all zero (3 spans); end_time_unix_nano
+// is before start_time_unix_nano (1 span)". It is "" when none were.
+func (s Stats) RejectReason() string {
+	reasons := [...]struct {
+		text string
+		n    int
+	}{
+		{reasonZeroTraceID, s.RejectedZeroTraceID},
+		{reasonZeroSpanID, s.RejectedZeroSpanID},
+		{reasonEndBeforeStart, s.RejectedEndBeforeStart},
+	}
+	// Three entries: an insertion sort keeps ties in the order above.
+	for i := 1; i < len(reasons); i++ {
+		for j := i; j > 0 && reasons[j].n > reasons[j-1].n; j-- {
+			reasons[j], reasons[j-1] = reasons[j-1], reasons[j]
+		}
+	}
+	var b strings.Builder
+	for _, r := range reasons {
+		if r.n == 0 {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(r.text)
+		b.WriteString(" (")
+		b.WriteString(strconv.Itoa(r.n))
+		if r.n == 1 {
+			b.WriteString(" span)")
+		} else {
+			b.WriteString(" spans)")
+		}
+	}
+	return b.String()
+}
+
+// ConvertResult is the outcome of one Convert call.
+type ConvertResult struct {
+	// Spans are the accepted spans, in the order they appeared in the
+	// request. Spans of one resource share their ResourceAttrs slice, and
+	// the strings of a span may share memory with each other: treat them as
+	// read-only (appending to a shared slice is safe; it copies).
+	Spans []schema.Span
+	// Rejected is the number of spans left out because they were invalid.
+	Rejected int
+	// RejectReason says why, suitable as an OTLP partial_success
+	// error_message; "" when Rejected is 0.
+	RejectReason string
+	// Stats counts rejections, truncations, repairs and drops.
+	Stats Stats
+}
+
+// Converter turns pdata traces into schema spans under fixed Limits. It holds
+// no mutable state, so one Converter is safe for concurrent use by the gRPC
+// and HTTP handlers.
+type Converter struct {
+	limits Limits
+}
+
+// NewConverter returns a Converter enforcing limits.
+func NewConverter(limits Limits) (*Converter, error) {
+	if err := limits.Validate(); err != nil {
+		return nil, fmt.Errorf("create converter: %w", err)
+	}
+	return &Converter{limits: limits}, nil
+}
+
+// Limits returns the limits c enforces.
+func (c *Converter) Limits() Limits { return c.limits }
+
+// Convert converts every span of td. Invalid spans are left out and counted;
+// the rest are kept, cut to the limits. Convert does not modify td, and the
+// result shares no memory with it that td could later change (pdata strings
+// are immutable), so td may be reused or released afterwards.
+func (c *Converter) Convert(td ptrace.Traces) ConvertResult {
+	st := converter{lim: c.limits}
+	res := ConvertResult{Spans: make([]schema.Span, 0, td.SpanCount())}
+
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		rs := rss.At(i)
+		resAttrs, service := st.resource(rs.Resource())
+		sss := rs.ScopeSpans()
+		for j := 0; j < sss.Len(); j++ {
+			ss := sss.At(j)
+			scope := ss.Scope()
+			scopeName, scopeVersion := st.str(scope.Name()), st.str(scope.Version())
+			spans := ss.Spans()
+			for k := 0; k < spans.Len(); k++ {
+				sp := spans.At(k)
+				if !st.valid(sp) {
+					continue
+				}
+				res.Spans = append(res.Spans, schema.Span{
+					Service:       service,
+					ScopeName:     scopeName,
+					ScopeVersion:  scopeVersion,
+					ResourceAttrs: resAttrs,
+				})
+				st.span(&res.Spans[len(res.Spans)-1], sp)
+			}
+		}
+	}
+
+	res.Stats = st.stats
+	res.Rejected = st.stats.Rejected()
+	res.RejectReason = st.stats.RejectReason()
+	return res
+}
+
+// converter is the per-call state of Convert. Keeping it out of Converter is
+// what makes Converter safe for concurrent use; it is allocated once per
+// call and reused for every span of the call.
+type converter struct {
+	lim   Limits
+	stats Stats
+
+	// buf collects the canonical forms of one span's (or one resource's)
+	// non-string attribute values. They become a single string when the
+	// span is done, and each attribute's Value is a slice of it: one
+	// allocation per span instead of one per number.
+	buf []byte
+	// pending records which attribute gets which part of buf.
+	pending []pendingValue
+	// raw is scratch space for bytes values before base64 encoding.
+	raw []byte
+}
+
+// pendingValue is an attribute whose Value is buf[start:end] once flushed.
+// The pointer stays valid because attribute slices are allocated at their
+// final length and never grown.
+type pendingValue struct {
+	attr       *schema.Attr
+	start, end int
+}
+
+// valid checks the fields without which a span cannot be placed in a trace,
+// counting the first problem found.
+func (st *converter) valid(sp ptrace.Span) bool {
+	switch {
+	case sp.TraceID().IsEmpty():
+		st.stats.RejectedZeroTraceID++
+	case sp.SpanID().IsEmpty():
+		st.stats.RejectedZeroSpanID++
+	case sp.EndTimestamp() < sp.StartTimestamp():
+		st.stats.RejectedEndBeforeStart++
+	default:
+		return true
+	}
+	return false
+}
+
+// resource converts a resource's attributes and finds its service name.
+func (st *converter) resource(r pcommon.Resource) (schema.Attributes, string) {
+	st.begin()
+	m := r.Attributes()
+	attrs := st.attrs(m, st.lim.MaxResourceAttrs)
+	st.flush()
+	// Cap the slice so that a caller appending to one span's ResourceAttrs
+	// copies instead of writing into the array every span of the resource
+	// shares.
+	attrs = attrs[:len(attrs):len(attrs)]
+
+	if a, ok := attrs.Get(attrServiceName); ok {
+		if a.Value != "" {
+			return attrs, a.Value
+		}
+		return attrs, UnknownService
+	}
+	if len(attrs) < m.Len() {
+		// service.name may have been cut by MaxResourceAttrs; it names the
+		// service whatever the limit, so look for it in the original.
+		if v, ok := m.Get(attrServiceName); ok && v.Type() == pcommon.ValueTypeStr {
+			if name := st.strValue(v.Str()); name != "" {
+				return attrs, name
+			}
+		}
+	}
+	return attrs, UnknownService
+}
+
+// span fills s from sp. s already carries the resource and scope fields.
+func (st *converter) span(s *schema.Span, sp ptrace.Span) {
+	st.begin()
+	s.TraceID = schema.TraceID(sp.TraceID())
+	s.SpanID = schema.SpanID(sp.SpanID())
+	s.ParentSpanID = schema.SpanID(sp.ParentSpanID())
+	s.TraceState = st.str(sp.TraceState().AsRaw())
+	s.Name = st.str(sp.Name())
+	s.Kind = spanKind(sp.Kind())
+	s.StartNs = uint64(sp.StartTimestamp())
+	s.EndNs = uint64(sp.EndTimestamp())
+	status := sp.Status()
+	s.StatusCode = statusCode(status.Code())
+	s.StatusMessage = st.str(status.Message())
+	s.Attrs = st.attrs(sp.Attributes(), st.lim.MaxSpanAttrs)
+
+	if events := sp.Events(); events.Len() > 0 {
+		n := min(events.Len(), st.lim.MaxSpanEvents)
+		st.stats.DroppedEvents += events.Len() - n
+		s.Events = make([]schema.Event, n)
+		for i := range s.Events {
+			e := events.At(i)
+			s.Events[i] = schema.Event{
+				TimeNs: uint64(e.Timestamp()),
+				Name:   st.str(e.Name()),
+				Attrs:  st.attrs(e.Attributes(), st.lim.MaxEventAttrs),
+			}
+		}
+	}
+	if links := sp.Links(); links.Len() > 0 {
+		n := min(links.Len(), st.lim.MaxSpanLinks)
+		st.stats.DroppedLinks += links.Len() - n
+		s.Links = make([]schema.Link, n)
+		for i := range s.Links {
+			l := links.At(i)
+			s.Links[i] = schema.Link{
+				TraceID:    schema.TraceID(l.TraceID()),
+				SpanID:     schema.SpanID(l.SpanID()),
+				TraceState: st.str(l.TraceState().AsRaw()),
+				Attrs:      st.attrs(l.Attributes(), st.lim.MaxLinkAttrs),
+			}
+		}
+	}
+	st.flush()
+}
+
+// spanKind maps the OTLP kind; values outside the enum (possible on the
+// wire) become unspecified rather than wrapping into another kind.
+func spanKind(k ptrace.SpanKind) schema.SpanKind {
+	if k < ptrace.SpanKindUnspecified || k > ptrace.SpanKindConsumer {
+		return schema.KindUnspecified
+	}
+	return schema.SpanKind(k)
+}
+
+// statusCode maps the OTLP status code; unknown values become unset.
+func statusCode(c ptrace.StatusCode) schema.StatusCode {
+	if c < ptrace.StatusCodeUnset || c > ptrace.StatusCodeError {
+		return schema.StatusUnset
+	}
+	return schema.StatusCode(c)
+}
+
+// begin starts collecting the non-string values of one span or resource.
+func (st *converter) begin() {
+	st.buf = st.buf[:0]
+	st.pending = st.pending[:0]
+}
+
+// flush turns the collected canonical values into one string and points
+// every pending attribute at its part of it.
+func (st *converter) flush() {
+	if len(st.pending) == 0 {
+		return
+	}
+	s := string(st.buf)
+	for _, p := range st.pending {
+		p.attr.Value = s[p.start:p.end]
+	}
+	// Drop the pointers so the scratch slice does not pin the last span.
+	clear(st.pending)
+	st.pending = st.pending[:0]
+}
+
+// attrs converts at most limit attributes of m, in wire order, in one
+// allocation. Values that need formatting are left pending until flush.
+func (st *converter) attrs(m pcommon.Map, limit int) schema.Attributes {
+	n := m.Len()
+	if n == 0 {
+		return nil
+	}
+	keep := min(n, limit)
+	st.stats.DroppedAttrs += n - keep
+	out := make(schema.Attributes, keep)
+	i := 0
+	for k, v := range m.All() {
+		if i == keep {
+			break
+		}
+		out[i].Key = st.str(k)
+		st.value(&out[i], v)
+		i++
+	}
+	return out
+}
+
+// str returns s with invalid UTF-8 repaired. Valid strings are returned as
+// they are, without copying.
+func (st *converter) str(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	st.stats.RepairedStrings++
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
+
+// strValue returns a string attribute value repaired and cut to
+// MaxAttrValueBytes at a rune boundary.
+func (st *converter) strValue(s string) string {
+	s = st.str(s)
+	if len(s) <= st.lim.MaxAttrValueBytes {
+		return s
+	}
+	st.stats.TruncatedValues++
+	// Copy the prefix so the cut value does not keep the whole original
+	// string alive for as long as the span lives.
+	return strings.Clone(s[:runeBoundary(s, st.lim.MaxAttrValueBytes)])
+}
+
+// runeBoundary returns the largest n <= max such that s[:n] does not split
+// a UTF-8 sequence. s must be valid UTF-8 and longer than max.
+func runeBoundary(s string, max int) int {
+	n := max
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return n
+}
+
+// value sets a's Type and Value from v. Strings and booleans need no
+// formatting and are set directly; everything else is appended to buf and
+// set by flush.
+func (st *converter) value(a *schema.Attr, v pcommon.Value) {
+	start := len(st.buf)
+	switch v.Type() {
+	case pcommon.ValueTypeStr:
+		a.Type = schema.AttrString
+		a.Value = st.strValue(v.Str())
+		return
+	case pcommon.ValueTypeBool:
+		a.Type = schema.AttrBool
+		a.Value = strconv.FormatBool(v.Bool())
+		return
+	case pcommon.ValueTypeInt:
+		a.Type = schema.AttrInt
+		if i := v.Int(); 0 <= i && i < 100 {
+			// strconv returns small integers from a static table.
+			a.Value = strconv.FormatInt(i, 10)
+			return
+		}
+		st.buf = strconv.AppendInt(st.buf, v.Int(), 10)
+	case pcommon.ValueTypeDouble:
+		a.Type = schema.AttrDouble
+		st.buf = strconv.AppendFloat(st.buf, v.Double(), 'g', -1, 64)
+	case pcommon.ValueTypeBytes:
+		a.Type = schema.AttrBytes
+		st.buf = st.appendBytes(st.buf, v.Bytes())
+	case pcommon.ValueTypeSlice:
+		a.Type = schema.AttrSlice
+		st.buf = st.appendTopSlice(st.buf, v.Slice())
+	case pcommon.ValueTypeMap:
+		a.Type = schema.AttrMap
+		st.buf = st.appendTopMap(st.buf, v.Map())
+	default:
+		a.Type = schema.AttrEmpty
+		a.Value = ""
+		return
+	}
+	if len(st.buf) == start {
+		a.Value = ""
+		return
+	}
+	st.pending = append(st.pending, pendingValue{attr: a, start: start, end: len(st.buf)})
+}

@@ -1,0 +1,66 @@
+package ingest
+
+import (
+	"testing"
+
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/budgetd/budgetd/ingest/ingesttest"
+)
+
+// benchSpans is the size of one benchmark request: a Collector batch of a
+// thousand spans, the default send_batch_size order of magnitude.
+const benchSpans = 1000
+
+// BenchmarkDecodeConvert measures the ingest hot path for one OTLP/protobuf
+// request: unmarshal, then convert to schema spans. MB/s is request bytes.
+func BenchmarkDecodeConvert(b *testing.B) {
+	body := marshalProto(b, ingesttest.Spans(1, benchSpans))
+	c := newTestConverter(b, DefaultLimits())
+	var u ptrace.ProtoUnmarshaler
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	spans := 0
+	for b.Loop() {
+		td, err := u.UnmarshalTraces(body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		spans += len(c.Convert(td).Spans)
+	}
+	b.ReportMetric(float64(spans)/b.Elapsed().Seconds(), "spans/s")
+}
+
+// BenchmarkDecode measures the pdata unmarshal alone, to tell how much of
+// BenchmarkDecodeConvert is ours.
+func BenchmarkDecode(b *testing.B) {
+	body := marshalProto(b, ingesttest.Spans(1, benchSpans))
+	var u ptrace.ProtoUnmarshaler
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	spans := 0
+	for b.Loop() {
+		td, err := u.UnmarshalTraces(body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		spans += td.SpanCount()
+	}
+	b.ReportMetric(float64(spans)/b.Elapsed().Seconds(), "spans/s")
+}
+
+// BenchmarkConvert measures Convert alone on an already decoded request.
+// MB/s is still the protobuf size of the request, so the figures compare
+// with BenchmarkDecodeConvert.
+func BenchmarkConvert(b *testing.B) {
+	td := ingesttest.Spans(1, benchSpans)
+	body := marshalProto(b, td)
+	c := newTestConverter(b, DefaultLimits())
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	spans := 0
+	for b.Loop() {
+		spans += len(c.Convert(td).Spans)
+	}
+	b.ReportMetric(float64(spans)/b.Elapsed().Seconds(), "spans/s")
+}

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs what the tests need beyond `make setup`: Debian's ClickHouse
+# server and client (18.16 on bookworm), which the store tests start on a
+# free loopback port. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PATH:/usr/sbin:/sbin"
+
+missing=()
+command -v clickhouse-server >/dev/null || missing+=(clickhouse-server)
+command -v clickhouse-client >/dev/null || missing+=(clickhouse-client)
+if ((${#missing[@]})); then
+  echo "test-setup: installing ${missing[*]} from Debian" >&2
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
