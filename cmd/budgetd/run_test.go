@@ -1,0 +1,136 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/budgetd/budgetd/store/clickhouse/clickhousetest"
+)
+
+// syncBuffer is a bytes.Buffer safe for the concurrent writes of a running
+// command and the reads of the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func runCmd(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	var out, errOut syncBuffer
+	err = run(context.Background(), args, &out, &errOut)
+	return out.String(), errOut.String(), err
+}
+
+func TestCommandLine(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		wantOut  string
+		wantErr  string
+		wantCode int
+	}{
+		{name: "no command", args: nil, wantErr: "no command given", wantCode: 2},
+		{name: "help", args: []string{"--help"}, wantOut: "Commands:"},
+		{name: "version", args: []string{"version"}, wantOut: "budgetd "},
+		{name: "unknown command", args: []string{"frobnicate"}, wantErr: `unknown command "frobnicate"`, wantCode: 2},
+		{name: "serve help", args: []string{"serve", "--help"}, wantOut: "-store.engine"},
+		{name: "bad flag", args: []string{"serve", "--nope"}, wantErr: "flag provided but not defined", wantCode: 2},
+		{name: "stray argument", args: []string{"serve", "extra"}, wantErr: "unexpected arguments: extra", wantCode: 2},
+		{name: "bad engine", args: []string{"serve", "--store.engine", "sqlite"}, wantErr: `store.engine must be "embedded" or "clickhouse"`, wantCode: 1},
+		{name: "bad log level", args: []string{"serve", "--log.level", "loud"}, wantErr: "log.level must be", wantCode: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, _, err := runCmd(t, tt.args...)
+			if tt.wantErr == "" {
+				require.NoError(t, err)
+				require.Contains(t, out, tt.wantOut)
+				return
+			}
+			require.ErrorContains(t, err, tt.wantErr)
+			require.Equal(t, tt.wantCode, exitCode(err))
+		})
+	}
+}
+
+func TestConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(text), 0o600))
+		return p
+	}
+	tests := []struct {
+		name    string
+		file    string
+		wantErr string
+	}{
+		{"unknown key is named", "store:\n  engin: embedded\n", "field engin not found"},
+		{"invalid value names its key", "store:\n  clickhouse:\n    max_conns: 0\n  engine: clickhouse\n", "store.clickhouse.max_conns must be > 0"},
+		{"bad duration", "store:\n  timeout: soon\n", "parse config"},
+		{"missing file", "", "read config"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(dir, "missing.yaml")
+			if tt.file != "" {
+				path = write(strings.ReplaceAll(tt.name, " ", "_")+".yaml", tt.file)
+			}
+			_, _, err := runCmd(t, "serve", "--config", path)
+			require.ErrorContains(t, err, tt.wantErr)
+		})
+	}
+}
+
+// TestServeWithoutLibchdb checks the two promises about libchdb: with the
+// embedded engine and no library, serve fails with one line naming the setup
+// command; with the clickhouse engine it does not need the library at all.
+func TestServeWithoutLibchdb(t *testing.T) {
+	t.Setenv("CHDB_LIB_PATH", filepath.Join(t.TempDir(), "no-such-libchdb.so"))
+
+	_, _, err := runCmd(t, "serve", "--store.embedded.data-dir", t.TempDir())
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "make setup")
+	require.NotContains(t, err.Error(), "\n", "one line")
+
+	srv := clickhousetest.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--store.engine", "clickhouse", "--store.clickhouse.dsn", srv.DSN("cmdtest")}, &out, &errOut)
+	}()
+	deadline := time.After(time.Minute)
+	for !strings.Contains(errOut.String(), "store ready") {
+		select {
+		case err := <-done:
+			t.Fatalf("serve exited early: %v\n%s", err, errOut.String())
+		case <-deadline:
+			t.Fatalf("serve did not become ready:\n%s", errOut.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	cancel()
+	require.NoError(t, <-done, "serve stops cleanly when its context ends")
+}

@@ -1,0 +1,17 @@
+package embedded_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/budgetd/budgetd/store/chsql"
+	"github.com/budgetd/budgetd/store/embedded"
+	"github.com/budgetd/budgetd/store/storetest"
+)
+
+func BenchmarkWriteSpans(b *testing.B) {
+	dir := b.TempDir()
+	storetest.BenchmarkWriteSpans(b, func(ctx context.Context, database string) (*chsql.Store, error) {
+		return embedded.Open(ctx, embedded.Config{DataDir: dir, Database: database})
+	}, 5000)
+}
