@@ -1,0 +1,205 @@
+package analyze
+
+import (
+	"sort"
+
+	"github.com/budgetd/budgetd/schema"
+)
+
+// EdgeStats describes one edge, caller service/operation → callee
+// service/operation, over a window of traces.
+type EdgeStats struct {
+	CallerService   string `json:"caller_service"`
+	CallerOperation string `json:"caller_operation"`
+	CalleeService   string `json:"callee_service"`
+	CalleeOperation string `json:"callee_operation"`
+	// Calls counts call attempts on the edge; Retries those with attempt > 1.
+	Calls      uint64  `json:"calls"`
+	Retries    uint64  `json:"retries"`
+	RetryRatio float64 `json:"retry_ratio"` // Retries / Calls
+	// TimeoutMs is the caller's median timeout over TimeoutSamples attempts
+	// that recorded one; nil when none did.
+	TimeoutMs      *float64 `json:"timeout_ms"`
+	TimeoutSamples uint64   `json:"timeout_samples"`
+	// P50Ms and P99Ms are the callee's latency quantiles (within 1 %) over
+	// LatencySamples calls; nil when there are none. A call's latency is the
+	// callee's own SERVER/CONSUMER span when it recorded one, since the
+	// caller's span stops at its timeout, and the call span otherwise.
+	P50Ms          *float64 `json:"p50_ms"`
+	P99Ms          *float64 `json:"p99_ms"`
+	LatencySamples uint64   `json:"latency_samples"`
+}
+
+// edgeKey identifies an edge.
+type edgeKey struct {
+	callerSvc, callerOp, calleeSvc, calleeOp string
+}
+
+func (k edgeKey) less(o edgeKey) bool {
+	switch {
+	case k.callerSvc != o.callerSvc:
+		return k.callerSvc < o.callerSvc
+	case k.callerOp != o.callerOp:
+		return k.callerOp < o.callerOp
+	case k.calleeSvc != o.calleeSvc:
+		return k.calleeSvc < o.calleeSvc
+	}
+	return k.calleeOp < o.calleeOp
+}
+
+// callSample is what one call contributes to its edge.
+type callSample struct {
+	key        edgeKey
+	startNs    uint64
+	retry      bool
+	hasTimeout bool
+	timeoutMs  float64
+	latencyMs  float64
+}
+
+// spanRef identifies a span across traces.
+type spanRef struct {
+	trace schema.TraceID
+	span  schema.SpanID
+}
+
+// eachCall derives the edge samples of hops. It is the one definition of an
+// edge sample, used both by Analyzer.Trace and by EdgeStatsFromHops, so the
+// streaming and the offline figures agree:
+//
+//   - every CLIENT/PRODUCER hop is a call on its Caller → Callee edge; its
+//     latency is the duration of its first SERVER/CONSUMER child hop, or its
+//     own when the callee recorded no span;
+//   - a SERVER/CONSUMER hop with a caller whose parent is not a call (the
+//     caller's client was not instrumented) is a call too, with its own
+//     duration as latency.
+func eachCall(hops []schema.Hop, fn func(callSample)) {
+	child := make(map[spanRef]int, len(hops)/2+1) // call → its first entry child
+	calls := make(map[spanRef]bool, len(hops)/2+1)
+	for i := range hops {
+		if hops[i].Kind.IsCall() {
+			calls[spanRef{hops[i].TraceID, hops[i].SpanID}] = true
+		}
+	}
+	for i := range hops {
+		h := &hops[i]
+		if !h.Kind.IsEntry() || h.ParentSpanID.IsZero() {
+			continue
+		}
+		ref := spanRef{h.TraceID, h.ParentSpanID}
+		if !calls[ref] {
+			continue
+		}
+		if j, ok := child[ref]; !ok || h.StartNs < hops[j].StartNs ||
+			(h.StartNs == hops[j].StartNs && string(h.SpanID[:]) < string(hops[j].SpanID[:])) {
+			child[ref] = i
+		}
+	}
+	for i := range hops {
+		h := &hops[i]
+		key := edgeKey{h.CallerService, h.CallerOperation, h.CalleeService, h.CalleeOperation}
+		switch {
+		case h.Kind.IsCall():
+			s := callSample{key: key, startNs: h.StartNs, retry: h.Attempt > 1, latencyMs: nsToMs(int64(h.DurationNs))}
+			if j, ok := child[spanRef{h.TraceID, h.SpanID}]; ok {
+				s.latencyMs = nsToMs(int64(hops[j].DurationNs))
+			}
+			if h.TimeoutMs != nil {
+				s.hasTimeout, s.timeoutMs = true, *h.TimeoutMs
+			}
+			fn(s)
+		case h.Kind.IsEntry() && h.CallerService != "" && !calls[spanRef{h.TraceID, h.ParentSpanID}]:
+			fn(callSample{key: key, startNs: h.StartNs, latencyMs: nsToMs(int64(h.DurationNs))})
+		}
+	}
+}
+
+// edgeAgg accumulates the samples of one edge (in one time slice, for the
+// Analyzer). Its size is bounded by the sketch and the value table.
+type edgeAgg struct {
+	calls, retries uint64
+	latency        sketch
+	timeouts       valueTable
+}
+
+func (a *edgeAgg) add(s *callSample) {
+	a.calls++
+	if s.retry {
+		a.retries++
+	}
+	a.latency.add(s.latencyMs)
+	if s.hasTimeout {
+		a.timeouts.add(s.timeoutMs)
+	}
+}
+
+func (a *edgeAgg) merge(o *edgeAgg) {
+	a.calls += o.calls
+	a.retries += o.retries
+	a.latency.merge(&o.latency)
+	a.timeouts.merge(&o.timeouts)
+}
+
+// stats turns an aggregate into EdgeStats.
+func (a *edgeAgg) stats(k edgeKey) EdgeStats {
+	e := EdgeStats{
+		CallerService: k.callerSvc, CallerOperation: k.callerOp,
+		CalleeService: k.calleeSvc, CalleeOperation: k.calleeOp,
+		Calls: a.calls, Retries: a.retries,
+		TimeoutSamples: a.timeouts.count(),
+		LatencySamples: a.latency.count,
+	}
+	if a.calls > 0 {
+		e.RetryRatio = float64(a.retries) / float64(a.calls)
+	}
+	if v, ok := a.timeouts.median(); ok {
+		e.TimeoutMs = schema.Ms(v)
+	}
+	if v, ok := a.latency.quantile(0.5); ok {
+		e.P50Ms = schema.Ms(v)
+	}
+	if v, ok := a.latency.quantile(0.99); ok {
+		e.P99Ms = schema.Ms(v)
+	}
+	return e
+}
+
+// p50 returns the median latency once the aggregate holds minSamples.
+func (a *edgeAgg) p50(minSamples int) (float64, bool) {
+	if a.latency.count < uint64(max(minSamples, 1)) {
+		return 0, false
+	}
+	return a.latency.quantile(0.5)
+}
+
+// EdgeStatsFromHops computes the statistics of every edge in hops, with the
+// same rules and the same sketch as Analyzer.Edges, but over all the hops
+// given rather than over a window: the offline path selects the window when
+// it reads the hops table. Hops of many traces may be mixed, in any order.
+// The result is sorted by caller service, caller operation, callee service
+// and callee operation.
+func EdgeStatsFromHops(hops []schema.Hop) []EdgeStats {
+	aggs := map[edgeKey]*edgeAgg{}
+	eachCall(hops, func(s callSample) {
+		a := aggs[s.key]
+		if a == nil {
+			a = &edgeAgg{}
+			aggs[s.key] = a
+		}
+		a.add(&s)
+	})
+	return sortedStats(aggs)
+}
+
+func sortedStats(aggs map[edgeKey]*edgeAgg) []EdgeStats {
+	keys := make([]edgeKey, 0, len(aggs))
+	for k := range aggs {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(a, b int) bool { return keys[a].less(keys[b]) })
+	out := make([]EdgeStats, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, aggs[k].stats(k))
+	}
+	return out
+}

@@ -1,0 +1,563 @@
+package analyze
+
+import (
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/budgetd/budgetd/schema"
+)
+
+// maxTimeNs caps span and event times. Recorded times are unsigned and may be
+// garbage; capping them well inside int64 lets the analysis subtract and
+// shift times without overflow checks.
+const maxTimeNs = int64(1) << 61
+
+// maxBudgetMs caps a budget or timeout at about 31 years. schema.ReadBudget
+// accepts up to 2^53 ms, which as nanoseconds would overflow; no real budget
+// comes near the cap, so clamping changes no verdict.
+const maxBudgetMs = 1e12
+
+// maxPathElems bounds the number of "service:operation" elements of a path.
+// Deeper paths end in "…" and stop growing, so a pathological recursion
+// cannot make every hop carry a path of quadratic total size.
+const maxPathElems = 64
+
+// Path separators and markers.
+const (
+	pathSep       = " > "
+	pathTruncated = "…"
+	// pathMissing starts the path of a subtree whose parent span is not in
+	// the trace, so such paths never mix with complete ones.
+	pathMissing = "…" + pathSep
+)
+
+// unknownService names a callee that no attribute identifies.
+const unknownService = "unknown"
+
+// giveUpReason says what made a caller stop waiting, for messages.
+type giveUpReason uint8
+
+const (
+	giveUpNone     giveUpReason = iota
+	giveUpClient                // a CLIENT ancestor ended
+	giveUpDeadline              // the root deadline passed
+	giveUpCancel                // a budget.cancelled event
+)
+
+// node is what the analysis knows about one span of the trace, by index.
+type node struct {
+	facts  schema.BudgetFacts
+	parent int // parent index, -1 for tops
+	top    int // index of the root or orphan the span hangs from
+	entry  int // the enclosing entry span: nearest ancestor-or-self that is an entry
+
+	// start and end are nanoseconds on the clock of the client that called
+	// into this span's subtree, after skew correction (shift is what was
+	// added to the recorded times).
+	start, end, shift int64
+
+	hasDeadline bool
+	deadline    int64 // D: earliest deadline of any budgeted ancestor-or-self
+	hasEdge     bool
+	edge        int64 // the root deadline: the root's budget, or the topmost source=edge one
+
+	hasGiveUp bool
+	giveUp    int64 // G: earliest instant a caller on the ancestor chain stopped waiting
+	giveUpWhy giveUpReason
+	giveUpBy  string // the service that stopped waiting (giveUpClient), or the cancel source
+
+	entryPath  string // for entries: the path ending in this span
+	entryDepth int    // number of elements of entryPath
+	path       string // the hop's path
+
+	call      int    // logical call index for CLIENT/PRODUCER spans, -1 otherwise
+	attempt   uint32 // 1-based attempt for calls, 0 otherwise
+	isError   bool
+	failed    bool // isError, or a response a retry policy retries (HTTP 429)
+	orphanNs  int64
+	callDesc  bool   // a CLIENT/PRODUCER span lies below this span
+	callerSvc string // Hop.CallerService
+	callerOp  string
+	calleeSvc string // Hop.CalleeService
+	calleeOp  string
+}
+
+// logicalCall is one call a handler made, with all its attempts.
+type logicalCall struct {
+	spans      []int // attempts in start order
+	calleeSvc  string
+	calleeOp   string
+	multiplied bool // the call was attempted more than once
+}
+
+// view is one trace prepared for the detectors. Everything in it is derived
+// from the spans alone; edge statistics come in from outside.
+type view struct {
+	cfg     Config
+	tolNs   int64
+	t       *schema.Trace
+	traceID string
+	n       []node
+	order   []int // parents before children
+	calls   []logicalCall
+	skews   []Skew
+	hops    []schema.Hop
+}
+
+// newView prepares t for the detectors.
+func newView(t *schema.Trace, cfg Config) *view {
+	v := &view{
+		cfg:     cfg,
+		tolNs:   cfg.toleranceNs(),
+		t:       t,
+		traceID: t.ID.String(),
+		n:       make([]node, len(t.Spans)),
+	}
+	for i := range t.Spans {
+		s := &t.Spans[i]
+		nd := &v.n[i]
+		nd.facts = sanitizeFacts(schema.ReadBudget(s))
+		nd.parent = t.Parent(i)
+		nd.call = -1
+		nd.isError, nd.failed = outcome(s, &nd.facts)
+	}
+	v.walkOrder()
+	v.groupCalls()
+	v.correctSkew()
+	v.budgets()
+	v.paths()
+	v.callDescendants()
+	v.buildHops()
+	return v
+}
+
+// sanitizeFacts clamps the millisecond figures ReadBudget returns to
+// ±maxBudgetMs so they convert to nanoseconds without overflow.
+func sanitizeFacts(f schema.BudgetFacts) schema.BudgetFacts {
+	f.RemainingMs = clampMs(f.RemainingMs)
+	f.TimeoutMs = clampMs(f.TimeoutMs)
+	f.PropagatedMs = clampMs(f.PropagatedMs)
+	f.BackoffMs = clampMs(f.BackoffMs)
+	return f
+}
+
+func clampMs(p *float64) *float64 {
+	switch {
+	case p == nil:
+		return nil
+	case math.IsNaN(*p):
+		return nil
+	case *p > maxBudgetMs:
+		return schema.Ms(maxBudgetMs)
+	case *p < -maxBudgetMs:
+		return schema.Ms(-maxBudgetMs)
+	}
+	return p
+}
+
+// clampTime converts a recorded time to the signed range the analysis uses.
+func clampTime(ns uint64) int64 {
+	if ns > uint64(maxTimeNs) {
+		return maxTimeNs
+	}
+	return int64(ns)
+}
+
+// msToNs converts a (clamped) millisecond figure to nanoseconds.
+func msToNs(ms float64) int64 { return int64(math.Round(ms * 1e6)) }
+
+// nsToMs converts nanoseconds to milliseconds.
+func nsToMs(ns int64) float64 { return float64(ns) / 1e6 }
+
+// outcome decides whether a span ended in error and whether a retry policy
+// would retry it. Beyond the OTLP status, budgetd reads the response codes
+// itself because not every instrumentation sets the status on a 5xx or on a
+// gRPC failure.
+func outcome(s *schema.Span, f *schema.BudgetFacts) (isError, failed bool) {
+	isError = s.StatusCode == schema.StatusError || f.TimedOut
+	http := intAttr(s.Attrs, schema.AttrHTTPStatusCode)
+	if http >= 500 {
+		isError = true
+	}
+	if g := intAttr(s.Attrs, schema.AttrRPCGRPCStatusCode); g > 0 {
+		// On the calling side every non-OK code is an error; on the serving
+		// side only the codes semantic conventions call server errors.
+		switch {
+		case s.Kind.IsCall():
+			isError = true
+		case g == 2 || g == 4 || g == 12 || g == 13 || g == 14 || g == 15:
+			isError = true
+		}
+	}
+	return isError, isError || http == 429
+}
+
+// intAttr reads an integer attribute, or -1 when it is absent or unusable.
+func intAttr(as schema.Attributes, key string) int64 {
+	a, ok := as.Get(key)
+	if !ok {
+		return -1
+	}
+	n, err := strconv.ParseInt(a.Value, 10, 64)
+	if err != nil {
+		f, ferr := strconv.ParseFloat(a.Value, 64)
+		if ferr != nil || f != math.Trunc(f) || math.Abs(f) > 1e15 {
+			return -1
+		}
+		n = int64(f)
+	}
+	return n
+}
+
+// span returns span i of the trace.
+func (v *view) span(i int) *schema.Span { return &v.t.Spans[i] }
+
+// spanService names span i's service, for messages.
+func (v *view) spanService(i int) string { return serviceName(v.t.Spans[i].Service) }
+
+// isEntry reports whether span i starts a hop: a root or orphan (the top of
+// whatever is known), a SERVER or a CONSUMER span.
+func (v *view) isEntry(i int) bool {
+	return v.n[i].parent < 0 || v.t.Spans[i].Kind.IsEntry()
+}
+
+// walkOrder lists the spans parents first, and records each span's top and
+// enclosing entry. It is iterative so that a deep chain cannot exhaust the
+// stack.
+func (v *view) walkOrder() {
+	v.order = make([]int, 0, len(v.n))
+	for _, top := range v.t.Tops() {
+		v.n[top].top = top
+		v.n[top].entry = top
+		v.order = append(v.order, top)
+	}
+	for k := 0; k < len(v.order); k++ {
+		p := v.order[k]
+		for _, c := range v.t.Children[p] {
+			v.n[c].top = v.n[p].top
+			if v.isEntry(c) {
+				v.n[c].entry = c
+			} else {
+				v.n[c].entry = v.n[p].entry
+			}
+			v.order = append(v.order, c)
+		}
+	}
+}
+
+// entryChild returns the first SERVER/CONSUMER child of span i, or -1.
+func (v *view) entryChild(i int) int {
+	for _, c := range v.t.Children[i] {
+		if v.t.Spans[c].Kind.IsEntry() {
+			return c
+		}
+	}
+	return -1
+}
+
+// peer names the service a call goes to from the call's own attributes, for
+// calls whose callee recorded no span.
+func peer(s *schema.Span) string {
+	for _, k := range [...]string{"peer.service", "server.address", "db.system.name", "db.system", "messaging.system", "rpc.service"} {
+		if a, ok := s.Attrs.Get(k); ok && a.Value != "" {
+			return a.Value
+		}
+	}
+	return ""
+}
+
+// groupCalls splits the CLIENT/PRODUCER children of every span into logical
+// calls and numbers their attempts.
+//
+// Siblings with the same name and peer are candidate attempts of one call.
+// An explicit attempt number (from the call, or from the callee's request
+// headers) decides: 1, or a number not above the previous one, starts a new
+// call. Without one, a sibling continues the previous call only when the
+// previous attempt failed and had ended: a handler that queries the same
+// table three times in a loop made three calls, not three attempts.
+func (v *view) groupCalls() {
+	var cands []attemptCand
+	group := func(ids []int) {
+		cands = cands[:0]
+		for _, i := range ids {
+			if s := &v.t.Spans[i]; s.Kind.IsCall() {
+				cands = append(cands, attemptCand{name: s.Name, peer: peer(s), i: i})
+			}
+		}
+		// Stable: within a group the start order of ids is kept.
+		slices.SortStableFunc(cands, func(a, b attemptCand) int {
+			if c := strings.Compare(a.name, b.name); c != 0 {
+				return c
+			}
+			return strings.Compare(a.peer, b.peer)
+		})
+		for k := 0; k < len(cands); {
+			e := k + 1
+			for e < len(cands) && cands[e].name == cands[k].name && cands[e].peer == cands[k].peer {
+				e++
+			}
+			v.splitAttempts(cands[k:e])
+			k = e
+		}
+	}
+	for _, p := range v.order {
+		if len(v.t.Children[p]) > 0 {
+			group(v.t.Children[p])
+		}
+	}
+	// Tops have no siblings to be grouped with: each is its own call.
+	for _, top := range v.t.Tops() {
+		if v.t.Spans[top].Kind.IsCall() {
+			v.splitAttempts([]attemptCand{{i: top}})
+		}
+	}
+	for ci := range v.calls {
+		v.resolveCallee(ci)
+	}
+}
+
+// attemptCand is a CLIENT/PRODUCER span that may be an attempt of a call.
+type attemptCand struct {
+	name, peer string
+	i          int
+}
+
+// splitAttempts numbers the attempts among candidate siblings, in start
+// order, and opens logical calls.
+func (v *view) splitAttempts(cands []attemptCand) {
+	cur := -1
+	var last uint32
+	prev := -1
+	for _, c := range cands {
+		i := c.i
+		explicit := v.n[i].facts.Attempt
+		if explicit == 0 {
+			if ec := v.entryChild(i); ec >= 0 {
+				explicit = v.n[ec].facts.Attempt
+			}
+		}
+		var attempt uint32
+		newCall := cur < 0
+		switch {
+		case explicit > 0:
+			attempt = explicit
+			newCall = newCall || explicit <= last
+		case !newCall && v.n[prev].failed && v.t.Spans[i].StartNs >= v.t.Spans[prev].EndNs:
+			attempt = last + 1
+		default:
+			attempt, newCall = 1, true
+		}
+		if newCall {
+			v.calls = append(v.calls, logicalCall{})
+			cur = len(v.calls) - 1
+		}
+		lc := &v.calls[cur]
+		lc.spans = append(lc.spans, i)
+		if attempt > 1 || len(lc.spans) > 1 {
+			lc.multiplied = true
+		}
+		v.n[i].call = cur
+		v.n[i].attempt = attempt
+		last, prev = attempt, i
+	}
+}
+
+// resolveCallee names the callee of a logical call once for all its attempts,
+// so that an attempt that never reached the callee (and so has no server
+// span) still gets the same path as the attempts that did.
+func (v *view) resolveCallee(ci int) {
+	lc := &v.calls[ci]
+	for _, i := range lc.spans {
+		if ec := v.entryChild(i); ec >= 0 {
+			s := &v.t.Spans[ec]
+			lc.calleeSvc, lc.calleeOp = serviceName(s.Service), s.Name
+			return
+		}
+	}
+	s := &v.t.Spans[lc.spans[0]]
+	lc.calleeSvc, lc.calleeOp = peer(s), s.Name
+	if lc.calleeSvc == "" {
+		lc.calleeSvc = unknownService
+	}
+}
+
+// serviceName returns s, or the OpenTelemetry placeholder for a resource
+// without service.name.
+func serviceName(s string) string {
+	if s == "" {
+		return "unknown_service"
+	}
+	return s
+}
+
+// responded reports whether client span i got its response: it neither timed
+// out nor was cancelled. Only such a client bounds its server in time.
+func (v *view) responded(i int) bool {
+	f := &v.n[i].facts
+	return v.t.Spans[i].Kind == schema.KindClient && !f.TimedOut && len(f.Cancellations) == 0
+}
+
+// budgets computes, parents first, each span's deadline D, the root deadline
+// and the give-up instant G, and from G the orphaned work of entry spans.
+func (v *view) budgets() {
+	for _, i := range v.order {
+		nd := &v.n[i]
+		s := &v.t.Spans[i]
+		if p := nd.parent; p >= 0 {
+			pn := &v.n[p]
+			nd.hasDeadline, nd.deadline = pn.hasDeadline, pn.deadline
+			nd.hasEdge, nd.edge = pn.hasEdge, pn.edge
+			nd.hasGiveUp, nd.giveUp, nd.giveUpWhy, nd.giveUpBy = pn.hasGiveUp, pn.giveUp, pn.giveUpWhy, pn.giveUpBy
+			if v.t.Spans[p].Kind == schema.KindClient {
+				nd.earlierGiveUp(pn.end, giveUpClient, serviceName(v.t.Spans[p].Service))
+			}
+		}
+		if r := nd.facts.RemainingMs; r != nil {
+			d := nd.start + msToNs(*r)
+			if !nd.hasDeadline || d < nd.deadline {
+				nd.hasDeadline, nd.deadline = true, d
+			}
+			// The root deadline is the root's budget. When the root has none
+			// (a browser or mobile client without instrumentation for it),
+			// the topmost hop that set the budget by policy stands in.
+			if !nd.hasEdge && v.isRoot(nd.top) && (nd.parent < 0 || nd.facts.Source == schema.SourceEdge) {
+				nd.hasEdge, nd.edge = true, d
+			}
+		}
+		if nd.hasEdge {
+			nd.earlierGiveUp(nd.edge, giveUpDeadline, "")
+		}
+		for _, c := range nd.facts.Cancellations {
+			nd.earlierGiveUp(clampTime(c.TimeNs)+nd.shift, giveUpCancel, c.Source)
+		}
+		if s.Kind.IsEntry() && nd.hasGiveUp {
+			from := max(nd.start, nd.giveUp)
+			if over := nd.end - from; over > v.tolNs {
+				nd.orphanNs = over
+			}
+		}
+	}
+}
+
+// earlierGiveUp records at as the give-up instant when it is the earliest so
+// far.
+func (nd *node) earlierGiveUp(at int64, why giveUpReason, by string) {
+	if !nd.hasGiveUp || at < nd.giveUp {
+		nd.hasGiveUp, nd.giveUp, nd.giveUpWhy, nd.giveUpBy = true, at, why, by
+	}
+}
+
+// remaining returns R at span i's start: the deadline D minus the start.
+func (v *view) remaining(i int) (float64, bool) {
+	nd := &v.n[i]
+	if !nd.hasDeadline {
+		return 0, false
+	}
+	return nsToMs(nd.deadline - nd.start), true
+}
+
+// paths computes every span's path and caller/callee names, parents first.
+func (v *view) paths() {
+	for _, i := range v.order {
+		nd := &v.n[i]
+		s := &v.t.Spans[i]
+		if v.isEntry(i) {
+			elem := serviceName(s.Service) + ":" + s.Name
+			switch {
+			case nd.parent < 0 && v.isRoot(i):
+				nd.entryPath, nd.entryDepth = elem, 1
+			case nd.parent < 0:
+				nd.entryPath, nd.entryDepth = pathMissing+elem, 2
+			default:
+				pe := &v.n[v.n[nd.parent].entry]
+				nd.entryPath, nd.entryDepth = extendPath(pe.entryPath, pe.entryDepth, elem)
+				ps := &v.t.Spans[v.n[nd.parent].entry]
+				nd.callerSvc, nd.callerOp = serviceName(ps.Service), ps.Name
+				nd.calleeSvc, nd.calleeOp = serviceName(s.Service), s.Name
+			}
+			nd.path = nd.entryPath
+		} else {
+			nd.path = v.n[nd.entry].entryPath
+		}
+		if nd.call >= 0 {
+			lc := &v.calls[nd.call]
+			en := &v.n[nd.entry]
+			es := &v.t.Spans[nd.entry]
+			nd.path, _ = extendPath(en.entryPath, en.entryDepth, lc.calleeSvc+":"+lc.calleeOp)
+			nd.callerSvc, nd.callerOp = serviceName(es.Service), es.Name
+			nd.calleeSvc, nd.calleeOp = lc.calleeSvc, lc.calleeOp
+		}
+	}
+}
+
+// isRoot reports whether top span i is a real root (no parent id) rather
+// than a span whose parent is missing.
+func (v *view) isRoot(i int) bool { return v.t.Spans[i].ParentSpanID.IsZero() }
+
+// extendPath appends elem to a path of depth elements, or marks the path as
+// truncated once it holds maxPathElems.
+func extendPath(path string, depth int, elem string) (string, int) {
+	switch {
+	case depth < maxPathElems:
+		return path + pathSep + elem, depth + 1
+	case depth == maxPathElems:
+		return path + pathSep + pathTruncated, depth + 1
+	}
+	return path, depth
+}
+
+// callDescendants marks the spans with a CLIENT/PRODUCER span below them,
+// children before parents.
+func (v *view) callDescendants() {
+	for k := len(v.order) - 1; k >= 0; k-- {
+		i := v.order[k]
+		if p := v.n[i].parent; p >= 0 && (v.n[i].callDesc || v.t.Spans[i].Kind.IsCall()) {
+			v.n[p].callDesc = true
+		}
+	}
+}
+
+// buildHops fills one schema.Hop per span, in the trace's span order.
+func (v *view) buildHops() {
+	v.hops = make([]schema.Hop, len(v.n))
+	for i := range v.n {
+		s := &v.t.Spans[i]
+		nd := &v.n[i]
+		h := &v.hops[i]
+		h.TraceID = s.TraceID
+		h.SpanID = s.SpanID
+		h.ParentSpanID = s.ParentSpanID
+		h.Service = serviceName(s.Service)
+		h.Operation = s.Name
+		h.Kind = s.Kind
+		h.Path = nd.path
+		h.RootPath = v.n[nd.top].entryPath
+		h.CallerService, h.CallerOperation = nd.callerSvc, nd.callerOp
+		h.CalleeService, h.CalleeOperation = nd.calleeSvc, nd.calleeOp
+		h.StartNs = s.StartNs
+		h.DurationNs = s.DurationNs()
+		h.IsError = nd.isError
+		h.TimedOut = nd.facts.TimedOut
+		if r, ok := v.remaining(i); ok {
+			h.RemainingMs = schema.Ms(r)
+		}
+		h.BudgetMs = copyMs(nd.facts.RemainingMs)
+		h.BudgetSource = string(nd.facts.Source)
+		h.TimeoutMs = copyMs(nd.facts.TimeoutMs)
+		h.Attempt = nd.attempt
+		h.MaxAttempts = nd.facts.MaxAttempts
+		h.OrphanedMs = nsToMs(nd.orphanNs)
+		h.Rejected = nd.facts.Rejected
+		h.Inferred = nd.facts.Inferred
+	}
+}
+
+// copyMs copies an optional figure so hops never alias the facts' storage.
+func copyMs(p *float64) *float64 {
+	if p == nil {
+		return nil
+	}
+	return schema.Ms(*p)
+}
