@@ -1,0 +1,172 @@
+package analyze
+
+import (
+	"errors"
+	"time"
+
+	"github.com/budgetd/budgetd/schema"
+)
+
+// AssemblerConfig bounds trace assembly (the analyze.assembly section).
+type AssemblerConfig struct {
+	// Idle is how long a trace must receive no span before it is analysed.
+	Idle time.Duration `yaml:"idle"`
+	// MaxWait is the longest a trace waits after its first span, even while
+	// spans keep arriving.
+	MaxWait time.Duration `yaml:"max_wait"`
+	// MaxTraces bounds the traces held at once; spans of further traces are
+	// dropped and counted until some are analysed.
+	MaxTraces int `yaml:"max_traces"`
+	// MaxSpansPerTrace bounds one trace; further spans are dropped and counted.
+	MaxSpansPerTrace int `yaml:"max_spans_per_trace"`
+	// RememberClosed is how many analysed trace ids are remembered so that a
+	// late span re-opens its trace instead of starting a new one.
+	RememberClosed int `yaml:"remember_closed"`
+}
+
+// DefaultAssemblerConfig returns DESIGN §5's defaults: 10 s idle, 5 min
+// maximum wait.
+func DefaultAssemblerConfig() AssemblerConfig {
+	return AssemblerConfig{Idle: 10 * time.Second, MaxWait: 5 * time.Minute, MaxTraces: 100_000, MaxSpansPerTrace: 10_000, RememberClosed: 100_000}
+}
+
+// Validate reports every setting that cannot work, naming its key.
+func (c AssemblerConfig) Validate() error {
+	var errs []error
+	if c.Idle <= 0 {
+		errs = append(errs, errors.New("analyze.assembly.idle must be > 0"))
+	}
+	if c.MaxWait < c.Idle {
+		errs = append(errs, errors.New("analyze.assembly.max_wait must be >= analyze.assembly.idle"))
+	}
+	if c.MaxTraces <= 0 {
+		errs = append(errs, errors.New("analyze.assembly.max_traces must be > 0"))
+	}
+	if c.MaxSpansPerTrace <= 0 {
+		errs = append(errs, errors.New("analyze.assembly.max_spans_per_trace must be > 0"))
+	}
+	if c.RememberClosed < 0 {
+		errs = append(errs, errors.New("analyze.assembly.remember_closed must be >= 0"))
+	}
+	return errors.Join(errs...)
+}
+
+// AssemblerCounters count what assembly dropped or re-opened.
+type AssemblerCounters struct {
+	DroppedTraceOverflow uint64 // spans of new traces refused at MaxTraces
+	DroppedSpanOverflow  uint64 // spans refused at MaxSpansPerTrace
+	Reopened             uint64 // traces re-opened by late spans
+}
+
+// Assembled is a trace ready for analysis.
+type Assembled struct {
+	ID    schema.TraceID
+	Spans []schema.Span
+	// Reopened is true when the trace was analysed before and late spans
+	// arrived: Spans holds only the late ones, and the caller merges them
+	// with the stored trace before analysing it again.
+	Reopened bool
+}
+
+type pendingTrace struct {
+	spans    []schema.Span
+	first    time.Time
+	last     time.Time
+	reopened bool
+}
+
+// Assembler groups spans into traces and releases each trace once it went
+// idle or waited too long. It is pure — time comes in as arguments — and not
+// safe for concurrent use.
+type Assembler struct {
+	cfg      AssemblerConfig
+	pending  map[schema.TraceID]*pendingTrace
+	closed   map[schema.TraceID]struct{}
+	ring     []schema.TraceID // closed ids in closing order, for eviction
+	next     int
+	counters AssemblerCounters
+}
+
+// NewAssembler returns an empty assembler.
+func NewAssembler(cfg AssemblerConfig) *Assembler {
+	return &Assembler{
+		cfg:     cfg,
+		pending: make(map[schema.TraceID]*pendingTrace),
+		closed:  make(map[schema.TraceID]struct{}),
+		ring:    make([]schema.TraceID, 0, min(cfg.RememberClosed, 1024)),
+	}
+}
+
+// Add takes spans that arrived at now. The spans are copied into the
+// assembler's own slices; the caller keeps its slice.
+func (a *Assembler) Add(spans []schema.Span, now time.Time) {
+	for i := range spans {
+		s := &spans[i]
+		p, ok := a.pending[s.TraceID]
+		if !ok {
+			if len(a.pending) >= a.cfg.MaxTraces {
+				a.counters.DroppedTraceOverflow++
+				continue
+			}
+			p = &pendingTrace{first: now}
+			if _, seen := a.closed[s.TraceID]; seen {
+				p.reopened = true
+				a.counters.Reopened++
+			}
+			a.pending[s.TraceID] = p
+		}
+		// A dropped span still counts as activity: the trace is not finished.
+		p.last = now
+		if len(p.spans) >= a.cfg.MaxSpansPerTrace {
+			a.counters.DroppedSpanOverflow++
+			continue
+		}
+		p.spans = append(p.spans, *s)
+	}
+}
+
+// Ready removes and returns the traces that are due at now: idle for Idle or
+// waiting since MaxWait. With flush set every held trace is returned (on
+// shutdown).
+func (a *Assembler) Ready(now time.Time, flush bool) []Assembled {
+	var out []Assembled
+	for id, p := range a.pending {
+		if !flush && now.Sub(p.last) < a.cfg.Idle && now.Sub(p.first) < a.cfg.MaxWait {
+			continue
+		}
+		out = append(out, Assembled{ID: id, Spans: p.spans, Reopened: p.reopened})
+		delete(a.pending, id)
+		a.remember(id)
+	}
+	return out
+}
+
+// remember records a closed trace id, forgetting the oldest beyond
+// RememberClosed.
+func (a *Assembler) remember(id schema.TraceID) {
+	if a.cfg.RememberClosed == 0 {
+		return
+	}
+	if _, ok := a.closed[id]; ok {
+		return
+	}
+	if len(a.ring) < a.cfg.RememberClosed {
+		a.ring = append(a.ring, id)
+	} else {
+		delete(a.closed, a.ring[a.next])
+		a.ring[a.next] = id
+		a.next = (a.next + 1) % len(a.ring)
+	}
+	a.closed[id] = struct{}{}
+}
+
+// Pending returns the number of traces and spans held.
+func (a *Assembler) Pending() (traces, spans int) {
+	for _, p := range a.pending {
+		spans += len(p.spans)
+	}
+	return len(a.pending), spans
+}
+
+// Counters returns what assembly dropped or re-opened so far.
+func (a *Assembler) Counters() AssemblerCounters { return a.counters }

@@ -1,0 +1,87 @@
+package analyze
+
+import (
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/budgetd/budgetd/schema"
+)
+
+func asmSpan(trace, span byte) schema.Span {
+	var s schema.Span
+	s.TraceID[0], s.SpanID[0] = trace, span
+	return s
+}
+
+func readyIDs(as []Assembled) []byte {
+	var out []byte
+	for _, a := range as {
+		out = append(out, a.ID[0])
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+func TestAssembler(t *testing.T) {
+	cfg := AssemblerConfig{Idle: 10 * time.Second, MaxWait: time.Minute, MaxTraces: 2, MaxSpansPerTrace: 3, RememberClosed: 1}
+	require.NoError(t, cfg.Validate())
+	t0 := time.Unix(1_700_000_000, 0)
+
+	t.Run("idle and max wait", func(t *testing.T) {
+		a := NewAssembler(cfg)
+		a.Add([]schema.Span{asmSpan(1, 1)}, t0)
+		a.Add([]schema.Span{asmSpan(2, 1)}, t0)
+		require.Empty(t, a.Ready(t0.Add(9*time.Second), false), "not idle yet")
+		// Trace 2 keeps receiving spans every 5 s; it must still go at MaxWait.
+		for s := 5 * time.Second; s < time.Minute; s += 5 * time.Second {
+			a.Add([]schema.Span{asmSpan(2, byte(s/time.Second))}, t0.Add(s))
+			if s == 10*time.Second {
+				require.Equal(t, []byte{1}, readyIDs(a.Ready(t0.Add(s), false)), "trace 1 went idle")
+			}
+		}
+		require.Empty(t, a.Ready(t0.Add(59*time.Second), false))
+		got := a.Ready(t0.Add(time.Minute), false)
+		require.Equal(t, []byte{2}, readyIDs(got), "max wait bounds a busy trace")
+		require.Len(t, got[0].Spans, 3, "max spans per trace")
+		require.EqualValues(t, 9, a.Counters().DroppedSpanOverflow)
+	})
+
+	t.Run("max traces", func(t *testing.T) {
+		a := NewAssembler(cfg)
+		a.Add([]schema.Span{asmSpan(1, 1), asmSpan(2, 1), asmSpan(3, 1), asmSpan(3, 2)}, t0)
+		traces, spans := a.Pending()
+		require.Equal(t, 2, traces)
+		require.Equal(t, 2, spans)
+		require.EqualValues(t, 2, a.Counters().DroppedTraceOverflow)
+	})
+
+	t.Run("late spans re-open", func(t *testing.T) {
+		a := NewAssembler(cfg)
+		a.Add([]schema.Span{asmSpan(1, 1)}, t0)
+		require.Len(t, a.Ready(t0, true), 1, "flush releases everything")
+		a.Add([]schema.Span{asmSpan(1, 2)}, t0.Add(time.Second))
+		got := a.Ready(t0.Add(time.Hour), false)
+		require.Len(t, got, 1)
+		require.True(t, got[0].Reopened)
+		require.Equal(t, []schema.Span{asmSpan(1, 2)}, got[0].Spans, "only the late span")
+		require.EqualValues(t, 1, a.Counters().Reopened)
+
+		// RememberClosed is 1: closing trace 2 forgets trace 1.
+		a.Add([]schema.Span{asmSpan(2, 1)}, t0)
+		a.Ready(t0, true)
+		a.Add([]schema.Span{asmSpan(1, 3)}, t0)
+		require.False(t, a.Ready(t0, true)[0].Reopened, "forgotten traces start afresh")
+	})
+}
+
+func TestAssemblerConfigValidate(t *testing.T) {
+	c := DefaultAssemblerConfig()
+	require.NoError(t, c.Validate())
+	c.Idle, c.MaxTraces = 0, 0
+	err := c.Validate()
+	require.ErrorContains(t, err, "analyze.assembly.idle must be > 0")
+	require.ErrorContains(t, err, "analyze.assembly.max_traces must be > 0")
+}

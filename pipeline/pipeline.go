@@ -1,0 +1,290 @@
+package pipeline
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/budgetd/budgetd/analyze"
+	"github.com/budgetd/budgetd/schema"
+	"github.com/budgetd/budgetd/store"
+)
+
+// Config is the streaming part of the analyze section.
+type Config struct {
+	Assembly analyze.AssemblerConfig `yaml:"assembly"`
+	// Tick is how often due traces are looked for.
+	Tick time.Duration `yaml:"tick"`
+	// EdgeFindingsEvery is how often per-edge findings (latency_inversion)
+	// are computed over the edge window and written.
+	EdgeFindingsEvery time.Duration `yaml:"edge_findings_every"`
+	// WriteTimeout bounds one store write of hops or findings.
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+	// WriteAttempts is how many times a failed write is tried.
+	WriteAttempts int `yaml:"write_attempts"`
+}
+
+// DefaultConfig returns the streaming defaults.
+func DefaultConfig() Config {
+	return Config{
+		Assembly:          analyze.DefaultAssemblerConfig(),
+		Tick:              time.Second,
+		EdgeFindingsEvery: time.Minute,
+		WriteTimeout:      10 * time.Second,
+		WriteAttempts:     3,
+	}
+}
+
+// Validate reports every setting that cannot work, naming its key.
+func (c Config) Validate() error {
+	errs := []error{c.Assembly.Validate()}
+	if c.Tick <= 0 {
+		errs = append(errs, errors.New("analyze.tick must be > 0"))
+	}
+	if c.EdgeFindingsEvery <= 0 {
+		errs = append(errs, errors.New("analyze.edge_findings_every must be > 0"))
+	}
+	if c.WriteTimeout <= 0 {
+		errs = append(errs, errors.New("analyze.write_timeout must be > 0"))
+	}
+	if c.WriteAttempts < 1 {
+		errs = append(errs, errors.New("analyze.write_attempts must be >= 1"))
+	}
+	return errors.Join(errs...)
+}
+
+// Settings are what the pipeline is given rather than configured with.
+type Settings struct {
+	Logger     *slog.Logger
+	Store      store.Store
+	Analyzer   *analyze.Analyzer
+	Registerer prometheus.Registerer // nil: metrics are not registered
+	Now        func() time.Time      // nil: time.Now
+}
+
+// Pipeline is the streaming analysis. Spans may be called from any
+// goroutine; Start and Shutdown from the owner only.
+type Pipeline struct {
+	cfg      Config
+	log      *slog.Logger
+	store    store.Store
+	analyzer *analyze.Analyzer
+	now      func() time.Time
+	metrics  *metrics
+
+	mu  sync.Mutex // guards asm
+	asm *analyze.Assembler
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// New returns a stopped pipeline.
+func New(cfg Config, set Settings) (*Pipeline, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if set.Store == nil || set.Analyzer == nil {
+		return nil, errors.New("new pipeline: store and analyzer are required")
+	}
+	p := &Pipeline{
+		cfg: cfg, log: set.Logger, store: set.Store, analyzer: set.Analyzer, now: set.Now,
+		asm: analyze.NewAssembler(cfg.Assembly),
+	}
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	if p.now == nil {
+		p.now = time.Now
+	}
+	m, err := newMetrics(set.Registerer, p)
+	if err != nil {
+		return nil, err
+	}
+	p.metrics = m
+	return p, nil
+}
+
+// Spans hands durable spans to the analysis. It never blocks on I/O.
+func (p *Pipeline) Spans(spans []schema.Span) {
+	now := p.now()
+	p.mu.Lock()
+	p.asm.Add(spans, now)
+	p.mu.Unlock()
+}
+
+// Start runs the pipeline's worker until Shutdown.
+func (p *Pipeline) Start() {
+	p.stop, p.done = make(chan struct{}), make(chan struct{})
+	go p.loop()
+}
+
+// Shutdown stops the worker, analyses every trace still held and writes the
+// results, within ctx.
+func (p *Pipeline) Shutdown(ctx context.Context) error {
+	if p.stop != nil {
+		close(p.stop)
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+			return fmt.Errorf("stop analysis: %w", ctx.Err())
+		}
+	}
+	return p.Flush(ctx)
+}
+
+// Flush analyses every held trace now, due or not, and writes the results.
+func (p *Pipeline) Flush(ctx context.Context) error {
+	return p.process(ctx, true)
+}
+
+func (p *Pipeline) loop() {
+	defer close(p.done)
+	tick := time.NewTicker(p.cfg.Tick)
+	defer tick.Stop()
+	edges := time.NewTicker(p.cfg.EdgeFindingsEvery)
+	defer edges.Stop()
+	// The worker's own context ends with Shutdown so a write in flight does
+	// not hold shutdown up beyond the caller's patience.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-p.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-tick.C:
+			_ = p.process(ctx, false)
+		case <-edges.C:
+			_ = p.writeEdgeFindings(ctx)
+		}
+	}
+}
+
+// process analyses the due traces (all of them with flush) and writes hops
+// and findings.
+func (p *Pipeline) process(ctx context.Context, flush bool) error {
+	now := p.now()
+	p.mu.Lock()
+	due := p.asm.Ready(now, flush)
+	p.mu.Unlock()
+	if len(due) == 0 {
+		return nil
+	}
+	var hops []schema.Hop
+	var findings []schema.Finding
+	for _, tr := range due {
+		spans := tr.Spans
+		if tr.Reopened {
+			spans = p.mergeStored(ctx, tr)
+		}
+		res := p.analyzer.Trace(schema.NewTrace(spans), now)
+		hops = append(hops, res.Hops...)
+		findings = append(findings, res.Findings...)
+		p.metrics.traces.Inc()
+		p.metrics.skews.Add(float64(len(res.Skews)))
+	}
+	p.metrics.observeFindings(findings)
+	if err := p.write(ctx, "hops", func(ctx context.Context, token string) error { return p.store.WriteHops(ctx, token, hops) }); err != nil {
+		return err
+	}
+	return p.write(ctx, "findings", func(ctx context.Context, token string) error { return p.store.WriteFindings(ctx, token, findings) })
+}
+
+// mergeStored completes a re-opened trace with the spans stored before its
+// late spans arrived. When the store cannot be read, the late spans are
+// analysed alone (and the failure counted): partial analysis beats none.
+func (p *Pipeline) mergeStored(ctx context.Context, tr analyze.Assembled) []schema.Span {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.WriteTimeout)
+	defer cancel()
+	stored, err := p.store.Trace(ctx, tr.ID)
+	if err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
+			p.metrics.readErrors.Inc()
+		}
+		return tr.Spans
+	}
+	seen := make(map[schema.SpanID]struct{}, len(stored))
+	for _, s := range stored {
+		seen[s.SpanID] = struct{}{}
+	}
+	for _, s := range tr.Spans {
+		if _, dup := seen[s.SpanID]; !dup {
+			stored = append(stored, s)
+		}
+	}
+	return stored
+}
+
+// writeEdgeFindings computes per-edge findings over the window and writes them.
+func (p *Pipeline) writeEdgeFindings(ctx context.Context) error {
+	findings := p.analyzer.EdgeFindings(p.now())
+	if len(findings) == 0 {
+		return nil
+	}
+	p.metrics.observeFindings(findings)
+	return p.write(ctx, "findings", func(ctx context.Context, token string) error { return p.store.WriteFindings(ctx, token, findings) })
+}
+
+// write runs one store write with a fresh dedup token, retrying failures up
+// to WriteAttempts times with the same token, so a write that landed but
+// whose answer was lost is not stored twice.
+func (p *Pipeline) write(ctx context.Context, what string, fn func(context.Context, string) error) error {
+	token, err := newToken()
+	if err != nil {
+		return err
+	}
+	backoff := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		wctx, cancel := context.WithTimeout(ctx, p.cfg.WriteTimeout)
+		err = fn(wctx, token)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if attempt >= p.cfg.WriteAttempts || ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+		}
+		backoff *= 2
+	}
+	p.metrics.writeErrors.WithLabelValues(what).Inc()
+	p.log.Warn("analysis results not stored", "what", what, "err", err)
+	return fmt.Errorf("write %s: %w", what, err)
+}
+
+func newToken() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("make dedup token: %w", err)
+	}
+	return "a-" + hex.EncodeToString(b[:]), nil
+}
+
+func (p *Pipeline) counters() analyze.AssemblerCounters {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.asm.Counters()
+}
+
+func (p *Pipeline) pending() (traces, spans int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.asm.Pending()
+}
