@@ -13,13 +13,23 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/budgetd/budgetd/analyze"
+	"github.com/budgetd/budgetd/pipeline"
 	"github.com/budgetd/budgetd/store/engine"
 )
 
 // Config is the whole configuration file.
 type Config struct {
-	Log   LogConfig     `yaml:"log"`
-	Store engine.Config `yaml:"store"`
+	Log     LogConfig     `yaml:"log"`
+	Store   engine.Config `yaml:"store"`
+	Analyze AnalyzeConfig `yaml:"analyze"`
+}
+
+// AnalyzeConfig is the `analyze` section: the detectors' settings and the
+// streaming assembly around them, side by side in one YAML mapping.
+type AnalyzeConfig struct {
+	Detect analyze.Config  `yaml:",inline"`
+	Stream pipeline.Config `yaml:",inline"`
 }
 
 // LogConfig is the `log` section.
@@ -31,12 +41,13 @@ type LogConfig struct {
 // DefaultConfig returns budgetd's defaults: the embedded store under ./data.
 func DefaultConfig() Config {
 	return Config{
-		Log:   LogConfig{Level: "info", Format: "text"},
-		Store: engine.DefaultConfig(),
+		Log:     LogConfig{Level: "info", Format: "text"},
+		Store:   engine.DefaultConfig(),
+		Analyze: AnalyzeConfig{Detect: analyze.DefaultConfig(), Stream: pipeline.DefaultConfig()},
 	}
 }
 
-// Validate reports the first invalid setting, naming its key.
+// Validate reports the first invalid section, naming the offending keys.
 func (c Config) Validate() error {
 	if _, err := c.Log.SlogLevel(); err != nil {
 		return err
@@ -44,7 +55,13 @@ func (c Config) Validate() error {
 	if c.Log.Format != "text" && c.Log.Format != "json" {
 		return fmt.Errorf("log.format must be text or json, not %q", c.Log.Format)
 	}
-	return c.Store.Validate()
+	if err := c.Store.Validate(); err != nil {
+		return err
+	}
+	if err := c.Analyze.Detect.Validate(); err != nil {
+		return err
+	}
+	return c.Analyze.Stream.Validate()
 }
 
 // SlogLevel parses log.level.

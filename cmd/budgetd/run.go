@@ -30,6 +30,7 @@ Usage:
 
 Commands:
   serve     receive OTLP traces, store them and find budget violations
+  analyze   run the detectors over trace files or stored spans
   version   print the version
 
 Run 'budgetd <command> --help' for a command's flags.
@@ -46,6 +47,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch cmd {
 	case "serve":
 		return serve(ctx, rest, stdout, stderr)
+	case "analyze":
+		return analyzeCmd(ctx, rest, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "budgetd", version())
 		return nil

@@ -1,0 +1,61 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestDefaultsAreValid(t *testing.T) {
+	require.NoError(t, DefaultConfig().Validate())
+}
+
+func TestLoad(t *testing.T) {
+	tests := []struct {
+		name    string
+		yaml    string
+		check   func(*testing.T, Config)
+		wantErr string
+	}{
+		{name: "empty file is the defaults", yaml: "", check: func(t *testing.T, c Config) { require.Equal(t, DefaultConfig(), c) }},
+		{name: "every section", yaml: "log: {level: debug}\nstore: {engine: clickhouse, clickhouse: {dsn: 'clickhouse://h:9000/x'}}\n" +
+			"analyze: {skew_tolerance_ms: 7, assembly: {idle: 3s}, tick: 2s}\n",
+			check: func(t *testing.T, c Config) {
+				require.Equal(t, "debug", c.Log.Level)
+				require.Equal(t, "clickhouse://h:9000/x", c.Store.ClickHouse.DSN)
+				require.InDelta(t, 7, c.Analyze.Detect.SkewToleranceMs, 0)
+				require.Equal(t, 3*time.Second, c.Analyze.Stream.Assembly.Idle)
+				require.Equal(t, 2*time.Second, c.Analyze.Stream.Tick)
+				require.Equal(t, DefaultConfig().Analyze.Stream.Assembly.MaxWait, c.Analyze.Stream.Assembly.MaxWait, "unset keys keep defaults")
+			}},
+		{name: "unknown key", yaml: "analyze: {tik: 1s}\n", wantErr: "field tik not found"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "c.yaml")
+			require.NoError(t, os.WriteFile(p, []byte(tt.yaml), 0o600))
+			c, err := Load(p)
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			tt.check(t, c)
+		})
+	}
+}
+
+func TestValidateNamesKeys(t *testing.T) {
+	c := DefaultConfig()
+	c.Analyze.Stream.Assembly.MaxTraces = 0
+	require.ErrorContains(t, c.Validate(), "analyze.assembly.max_traces must be > 0")
+	c = DefaultConfig()
+	c.Analyze.Detect.SkewToleranceMs = -1
+	require.ErrorContains(t, c.Validate(), "analyze.skew_tolerance_ms must be >= 0")
+	c = DefaultConfig()
+	c.Log.Format = "xml"
+	require.ErrorContains(t, c.Validate(), "log.format")
+}
