@@ -321,21 +321,36 @@ func decodeCursor(c string) (uint64, string, error) {
 }
 
 // entryHop selects the hops where a request enters a service: SERVER and
-// CONSUMER spans, and roots of any kind.
-const entryHop = "(kind IN (2, 5) OR parent_span_id = '')"
+// CONSUMER spans, and roots of any kind. callHop selects outgoing calls.
+const (
+	entryHop = "(kind IN (2, 5) OR parent_span_id = '')"
+	callHop  = "(kind IN (3, 4) AND parent_span_id != '')"
+)
 
 // withinBudget is true for a hop answered without error inside the budget it
-// had at entry (or with no budget recorded).
-const withinBudget = "is_error = 0 AND (budget_ms IS NULL OR duration_ns <= budget_ms * 1000000)"
+// had (for an entry, its recorded budget; for a call, the time the request
+// had left), or with no budget known.
+const withinBudget = "is_error = 0 AND (budget_ms IS NULL OR duration_ns <= budget_ms * 1000000)" +
+	" AND (remaining_ms IS NULL OR kind NOT IN (3, 4) OR duration_ns <= remaining_ms * 1000000)"
 
 // Paths implements store.Store.
+//
+// A path's requests are its entry hops — the callee's own spans. A path that
+// ends at an uninstrumented callee (a database, a third party) has none, so
+// its requests are the calls made to it. Counting both would count every
+// instrumented call twice.
 func (s *Store) Paths(ctx context.Context, w store.Window, limit int) ([]store.PathStats, error) {
 	params := Params{P("since", w.SinceNs), P("until", w.Until())}
 	win := "start_ns >= {since:UInt64} AND start_ns <= {until:UInt64}"
-	q := "SELECT path, count(), countIf(is_error = 1), quantiles(0.5, 0.99)(duration_ns / 1000000), quantile(0.5)(budget_ms)," +
-		" sum(orphaned_ms), countIf(" + withinBudget + ")" +
-		" FROM " + s.db + ".hops WHERE " + entryHop + " AND " + win +
-		" GROUP BY path ORDER BY count() DESC, path LIMIT " + strconv.Itoa(clampLimit(limit, 10_000))
+	pick := func(entry, call string) string { return "if(countIf(" + entryHop + ") > 0, " + entry + ", " + call + ")" }
+	q := "SELECT path, " +
+		pick("countIf("+entryHop+")", "countIf("+callHop+")") + " AS requests, " +
+		pick("countIf("+entryHop+" AND is_error = 1)", "countIf("+callHop+" AND is_error = 1)") + ", " +
+		pick("quantilesIf(0.5, 0.99)(duration_ns / 1000000, "+entryHop+")", "quantilesIf(0.5, 0.99)(duration_ns / 1000000, "+callHop+")") + ", " +
+		"quantileIf(0.5)(budget_ms, " + entryHop + "), sum(orphaned_ms), " +
+		pick("countIf("+entryHop+" AND "+withinBudget+")", "countIf("+callHop+" AND "+withinBudget+")") +
+		" FROM " + s.db + ".hops WHERE " + win +
+		" GROUP BY path HAVING requests > 0 ORDER BY requests DESC, path LIMIT " + strconv.Itoa(clampLimit(limit, 10_000))
 	rows, err := s.conn.Query(ctx, q, params)
 	if err != nil {
 		return nil, wrapCtx(ctx, fmt.Errorf("read paths: %w", err))
@@ -365,8 +380,8 @@ func (s *Store) Paths(ctx context.Context, w store.Window, limit int) ([]store.P
 		return out, nil
 	}
 
-	q = "SELECT path, max(c), avg(c) FROM (SELECT path, trace_id, count() AS c FROM " + s.db + ".hops WHERE " +
-		entryHop + " AND " + win + " GROUP BY path, trace_id) GROUP BY path"
+	q = "SELECT path, max(c), avg(c) FROM (SELECT path, trace_id, if(countIf(" + entryHop + ") > 0, countIf(" + entryHop + "), countIf(" + callHop + ")) AS c" +
+		" FROM " + s.db + ".hops WHERE " + win + " GROUP BY path, trace_id) WHERE c > 0 GROUP BY path"
 	err = s.eachRow(ctx, q, params, func(r Rows) error {
 		var path string
 		var most uint64

@@ -399,8 +399,15 @@ func testAggregates(t *testing.T, h Harness) {
 
 	paths, err := s.Paths(ctx, w, 0)
 	require.NoError(t, err)
-	require.Len(t, paths, 1)
-	p := paths[0]
+	require.Len(t, paths, 2)
+	// The uninstrumented database has no entry hops: its path counts the
+	// calls made to it, busiest first.
+	calls := paths[0]
+	require.Equal(t, "gw:GET / > db:query", calls.Path)
+	require.EqualValues(t, 4, calls.Requests)
+	require.EqualValues(t, 2, calls.MaxCallsPerTrace)
+	require.InDelta(t, 50, calls.P50DurationMs, 1)
+	p := paths[1]
 	require.Equal(t, "gw:GET /", p.Path)
 	require.EqualValues(t, 3, p.Requests)
 	require.EqualValues(t, 2, p.WithinBudget)

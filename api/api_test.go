@@ -1,0 +1,388 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
+
+	"github.com/budgetd/budgetd/analyze"
+	"github.com/budgetd/budgetd/ingest"
+	"github.com/budgetd/budgetd/schema"
+	"github.com/budgetd/budgetd/store"
+	"github.com/budgetd/budgetd/store/chsql"
+	"github.com/budgetd/budgetd/store/clickhouse"
+	"github.com/budgetd/budgetd/store/clickhouse/clickhousetest"
+	"github.com/budgetd/budgetd/store/embedded"
+)
+
+// fixtureNames are loaded into every engine under test.
+var fixtureNames = []string{
+	"seed000_independent_timeouts", "seed002_unfunded_retry", "seed004_gateway_retry",
+	"latency_inversion_positive", "timeout_inversion_positive", "orphaned_work_positive",
+}
+
+// detectedAt is the detection time written into the loaded findings.
+var detectedAt = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// loaded is what loadFixtures wrote, for the assertions.
+type loaded struct {
+	spans    map[schema.TraceID]int
+	findings []schema.Finding
+	first    time.Time
+	last     time.Time
+}
+
+// loadFixtures writes the fixtures' spans and their analysis (hops and
+// findings, the way the streaming pipeline does) into st.
+func loadFixtures(t *testing.T, st store.Store) loaded {
+	t.Helper()
+	ctx := context.Background()
+	conv, err := ingest.NewConverter(ingest.DefaultLimits())
+	require.NoError(t, err)
+	l := loaded{spans: map[schema.TraceID]int{}}
+	for i, name := range fixtureNames {
+		spans, err := ingest.ReadSpansFile(filepath.Join("..", "fixtures", name+".json"), conv)
+		require.NoError(t, err)
+		require.NoError(t, st.WriteSpans(ctx, fmt.Sprintf("spans-%d", i), spans))
+		byTrace := map[schema.TraceID][]schema.Span{}
+		for _, s := range spans {
+			byTrace[s.TraceID] = append(byTrace[s.TraceID], s)
+			l.spans[s.TraceID]++
+			st := time.Unix(0, int64(s.StartNs))
+			if l.first.IsZero() || st.Before(l.first) {
+				l.first = st
+			}
+			if st.After(l.last) {
+				l.last = st
+			}
+		}
+		a := analyze.New(analyze.DefaultConfig())
+		var hops []schema.Hop
+		var findings []schema.Finding
+		for _, ts := range byTrace {
+			res := a.Trace(schema.NewTrace(ts), detectedAt)
+			hops = append(hops, res.Hops...)
+			findings = append(findings, res.Findings...)
+		}
+		findings = append(findings, a.EdgeFindings(detectedAt)...)
+		require.NoError(t, st.WriteHops(ctx, fmt.Sprintf("hops-%d", i), hops))
+		require.NoError(t, st.WriteFindings(ctx, fmt.Sprintf("findings-%d", i), findings))
+		l.findings = append(l.findings, findings...)
+	}
+	return l
+}
+
+type engineUnderTest struct {
+	name string
+	open func(t *testing.T) *chsql.Store
+}
+
+func engines() []engineUnderTest {
+	return []engineUnderTest{
+		{"embedded", func(t *testing.T) *chsql.Store {
+			ctx := context.Background()
+			s, err := embedded.Open(ctx, embedded.Config{DataDir: filepath.Join(os.TempDir(), "budgetd-api-test"), Database: fmt.Sprintf("apitest_%d", time.Now().UnixNano())})
+			require.NoError(t, err)
+			t.Cleanup(func() {
+				_ = s.Conn().Exec(ctx, "DROP DATABASE IF EXISTS "+s.Database(), nil)
+				_ = s.Close()
+			})
+			return s
+		}},
+		{"clickhouse", func(t *testing.T) *chsql.Store {
+			srv := clickhousetest.Start(t)
+			cfg := clickhouse.DefaultConfig()
+			cfg.DSN = srv.DSN("apitest")
+			s, err := clickhouse.Open(context.Background(), cfg)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = s.Close() })
+			return s
+		}},
+	}
+}
+
+func newTestServer(t *testing.T, st store.Store) *httptest.Server {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	s, err := New(DefaultConfig(), Settings{Store: st, Gatherer: reg, Registerer: reg, Now: func() time.Time { return detectedAt }})
+	require.NoError(t, err)
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+func get(t *testing.T, ts *httptest.Server, path string, into any) int {
+	t.Helper()
+	resp, err := http.Get(ts.URL + path)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	if into != nil {
+		require.NoError(t, json.Unmarshal(body, into), "body: %s", body)
+	}
+	return resp.StatusCode
+}
+
+func TestEndpoints(t *testing.T) {
+	for _, e := range engines() {
+		t.Run(e.name, func(t *testing.T) {
+			st := e.open(t)
+			l := loadFixtures(t, st)
+			ts := newTestServer(t, st)
+			win := "since=" + url.QueryEscape(l.first.Add(-time.Minute).Format(time.RFC3339)) +
+				"&until=" + url.QueryEscape(l.last.Add(time.Hour).Format(time.RFC3339))
+			testFindings(t, ts, l)
+			testPathsEdgesSummary(t, ts, l, win)
+			testTrace(t, ts, l)
+			testErrors(t, ts)
+		})
+	}
+}
+
+func testFindings(t *testing.T, ts *httptest.Server, l loaded) {
+	var all findingsResponse
+	require.Equal(t, 200, get(t, ts, "/api/v1/findings?limit=1000", &all))
+	require.Len(t, all.Findings, len(l.findings))
+	require.Empty(t, all.Next)
+
+	// Paging walks the same findings, newest first, in pages of 3.
+	var paged []schema.Finding
+	next := ""
+	for {
+		var page findingsResponse
+		require.Equal(t, 200, get(t, ts, "/api/v1/findings?limit=3&next="+url.QueryEscape(next), &page))
+		paged = append(paged, page.Findings...)
+		if page.Next == "" {
+			break
+		}
+		next = page.Next
+	}
+	require.Equal(t, all.Findings, paged)
+	for i := 1; i < len(paged); i++ {
+		require.False(t, paged[i].DetectedAt.After(paged[i-1].DetectedAt), "newest first")
+	}
+
+	count := func(keep func(schema.Finding) bool) int {
+		n := 0
+		for _, f := range l.findings {
+			if keep(f) {
+				n++
+			}
+		}
+		return n
+	}
+	f0 := l.findings[0]
+	require.NotEmpty(t, f0.TraceID, "the first finding belongs to a trace")
+	tests := []struct {
+		query string
+		want  int
+	}{
+		{"kind=orphaned_work", count(func(f schema.Finding) bool { return f.Kind == schema.KindOrphanedWork })},
+		{"severity=critical", count(func(f schema.Finding) bool { return f.Severity == schema.SeverityCritical })},
+		{"service=db", count(func(f schema.Finding) bool { return f.Service == "db" || f.CallerService == "db" || f.CalleeService == "db" })},
+		{"trace_id=" + f0.TraceID, count(func(f schema.Finding) bool { return f.TraceID == f0.TraceID })},
+		{"path=" + url.QueryEscape(f0.Path), count(func(f schema.Finding) bool { return f.Path == f0.Path })},
+		{"since=2030-01-01T00:00:00Z&until=2031-01-01T00:00:00Z", 0},
+	}
+	for _, tt := range tests {
+		var page findingsResponse
+		require.Equal(t, 200, get(t, ts, "/api/v1/findings?limit=1000&"+tt.query, &page), tt.query)
+		require.Len(t, page.Findings, tt.want, tt.query)
+	}
+}
+
+func testPathsEdgesSummary(t *testing.T, ts *httptest.Server, l loaded, win string) {
+	var paths struct{ Paths []pathJSON }
+	require.Equal(t, 200, get(t, ts, "/api/v1/paths?limit=1000&"+win, &paths))
+	byPath := map[string]pathJSON{}
+	for _, p := range paths.Paths {
+		byPath[p.Path] = p
+	}
+	db := byPath["mobile:checkout > gateway:POST /checkout > order:POST /order > pricing:POST /price > db:SELECT prices"]
+	require.EqualValues(t, 12, db.MaxCallsPerTrace, "seed 000: 2 × 2 × 3 database queries in one checkout")
+	gw := byPath["mobile:checkout > gateway:POST /checkout"]
+	require.Positive(t, gw.OrphanedWorkSeconds, "the gateway kept working after the client left")
+	require.Len(t, gw.FindingsByKind, len(schema.Kinds))
+
+	var edges struct{ Edges []edgeJSON }
+	require.Equal(t, 200, get(t, ts, "/api/v1/edges?limit=1000&"+win, &edges))
+	inverted := 0
+	for _, e := range edges.Edges {
+		if e.Inversion {
+			inverted++
+			require.NotNil(t, e.CallerMedianTimeoutMs)
+			require.GreaterOrEqual(t, e.CalleeP99Ms, *e.CallerMedianTimeoutMs)
+		}
+	}
+	require.Positive(t, inverted, "the latency inversion fixture shows on its edge")
+
+	var sum summaryJSON
+	require.Equal(t, 200, get(t, ts, "/api/v1/summary?"+win, &sum))
+	total := uint64(0)
+	for _, n := range sum.FindingsByKind {
+		total += n
+	}
+	require.EqualValues(t, len(l.findings), total)
+	require.Positive(t, sum.Requests)
+	require.LessOrEqual(t, sum.WithinBudget, sum.Requests)
+}
+
+func testTrace(t *testing.T, ts *httptest.Server, l loaded) {
+	f := l.findings[0]
+	var tr struct {
+		TraceID  string           `json:"trace_id"`
+		Spans    []spanJSON       `json:"spans"`
+		Findings []schema.Finding `json:"findings"`
+	}
+	require.Equal(t, 200, get(t, ts, "/api/v1/traces/"+f.TraceID, &tr))
+	id, err := schema.ParseTraceID(f.TraceID)
+	require.NoError(t, err)
+	require.Len(t, tr.Spans, l.spans[id])
+	analysed := 0
+	for _, s := range tr.Spans {
+		if s.Budget != nil {
+			analysed++
+		}
+	}
+	require.Equal(t, len(tr.Spans), analysed, "every span carries its budget chain")
+	var want []string
+	for _, g := range l.findings {
+		if g.TraceID == f.TraceID {
+			want = append(want, g.ID)
+		}
+	}
+	var got []string
+	for _, g := range tr.Findings {
+		got = append(got, g.ID)
+	}
+	sort.Strings(want)
+	require.Equal(t, want, got)
+}
+
+func testErrors(t *testing.T, ts *httptest.Server) {
+	tests := []struct {
+		path   string
+		status int
+		code   string
+		names  string
+	}{
+		{"/api/v1/findings?kind=bogus", 400, codeBadParameter, "kind"},
+		{"/api/v1/findings?severity=loud", 400, codeBadParameter, "severity"},
+		{"/api/v1/findings?limit=0", 400, codeBadParameter, "limit"},
+		{"/api/v1/findings?limit=100000", 400, codeBadParameter, "limit"},
+		{"/api/v1/findings?next=garbage!", 400, codeBadParameter, "cursor"},
+		{"/api/v1/findings?trace_id=xyz", 400, codeBadParameter, "trace_id"},
+		{"/api/v1/findings?kindd=orphaned_work", 400, codeBadParameter, "kindd"},
+		{"/api/v1/findings?timeout=forever", 400, codeBadParameter, "timeout"},
+		{"/api/v1/paths?since=yesterday", 400, codeBadParameter, "since"},
+		{"/api/v1/paths?since=1h&until=2h", 400, codeBadParameter, "until"},
+		{"/api/v1/edges?limit=5000", 400, codeBadParameter, "limit"},
+		{"/api/v1/traces/not-hex", 400, codeBadParameter, "trace_id"},
+		{"/api/v1/traces/0123456789abcdef0123456789abcdef", 404, codeNotFound, ""},
+		{"/api/v1/nothing", 404, codeNotFound, ""},
+	}
+	for _, tt := range tests {
+		var body errorBody
+		require.Equal(t, tt.status, get(t, ts, tt.path, &body), tt.path)
+		require.Equal(t, tt.code, body.Error.Code, tt.path)
+		require.Contains(t, body.Error.Message, tt.names, tt.path)
+	}
+	for _, p := range []string{"/healthz", "/readyz"} {
+		require.Equal(t, 200, get(t, ts, p, nil), p)
+	}
+	resp, err := http.Get(ts.URL + "/metrics")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	require.Contains(t, string(body), "budgetd_api_requests_total")
+}
+
+// TestOpenAPICoversRoutes checks the served OpenAPI document against the
+// router: every route is documented and every documented path is routed.
+func TestOpenAPICoversRoutes(t *testing.T) {
+	s, err := New(DefaultConfig(), Settings{Store: &blockingStore{}})
+	require.NoError(t, err)
+	var doc struct {
+		Paths map[string]map[string]any `yaml:"paths"`
+	}
+	require.NoError(t, yaml.Unmarshal(openAPI, &doc))
+	routed := map[string]bool{}
+	for _, r := range s.engine.Routes() {
+		p := r.Path
+		for _, seg := range strings.Split(p, "/") {
+			if strings.HasPrefix(seg, ":") {
+				p = strings.Replace(p, seg, "{"+seg[1:]+"}", 1)
+			}
+		}
+		routed[p] = true
+		ops, ok := doc.Paths[p]
+		require.True(t, ok, "route %s %s is not in openapi.yaml", r.Method, p)
+		_, ok = ops[strings.ToLower(r.Method)]
+		require.True(t, ok, "route %s %s has no operation in openapi.yaml", r.Method, p)
+	}
+	for p := range doc.Paths {
+		require.True(t, routed[p], "openapi.yaml documents %s, which is not routed", p)
+	}
+}
+
+// blockingStore is a store whose reads block until their context ends and
+// report how it ended. A real engine cannot be made to hang on demand, so
+// this one fake tests that the API hands the request's end to the store.
+type blockingStore struct {
+	store.Store
+	started chan struct{}
+	ended   chan error
+}
+
+func (b *blockingStore) Findings(ctx context.Context, _ store.FindingQuery) (store.FindingPage, error) {
+	close(b.started)
+	<-ctx.Done()
+	b.ended <- ctx.Err()
+	return store.FindingPage{}, ctx.Err()
+}
+
+func TestRequestEndReachesStore(t *testing.T) {
+	t.Run("client disconnect cancels the store query", func(t *testing.T) {
+		bs := &blockingStore{started: make(chan struct{}), ended: make(chan error, 1)}
+		ts := newTestServer(t, bs)
+		ctx, cancel := context.WithCancel(context.Background())
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, ts.URL+"/api/v1/findings", nil)
+		require.NoError(t, err)
+		errc := make(chan error, 1)
+		go func() {
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			errc <- err
+		}()
+		<-bs.started
+		cancel()
+		require.ErrorIs(t, <-bs.ended, context.Canceled)
+		require.Error(t, <-errc)
+	})
+	t.Run("timeout parameter becomes the deadline", func(t *testing.T) {
+		bs := &blockingStore{started: make(chan struct{}), ended: make(chan error, 1)}
+		ts := newTestServer(t, bs)
+		var body errorBody
+		require.Equal(t, http.StatusGatewayTimeout, get(t, ts, "/api/v1/findings?timeout=50ms", &body))
+		require.Equal(t, codeTimeout, body.Error.Code)
+		require.ErrorIs(t, <-bs.ended, context.DeadlineExceeded)
+	})
+}

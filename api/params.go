@@ -1,0 +1,89 @@
+package api
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/budgetd/budgetd/store"
+)
+
+// storeContext derives the store deadline from the request: the request's
+// own context (so a disconnect cancels the query), bounded by the timeout
+// parameter or the default, never beyond api.max_timeout.
+func (s *Server) storeContext(c *gin.Context) (context.Context, context.CancelFunc, error) {
+	timeout := s.cfg.DefaultTimeout
+	if v := c.Query("timeout"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return nil, nil, badParam("timeout", "want a positive duration such as 5s, got %q", v)
+		}
+		timeout = min(d, s.cfg.MaxTimeout)
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), timeout)
+	return ctx, cancel, nil
+}
+
+// window reads since/until: RFC 3339 times or durations before now. since
+// defaults to api.default_window before now, until to now.
+func (s *Server) window(c *gin.Context) (store.Window, error) {
+	now := s.now()
+	parse := func(name string, def time.Time) (time.Time, error) {
+		v := c.Query(name)
+		if v == "" {
+			return def, nil
+		}
+		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+			return t, nil
+		}
+		if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+			return now.Add(-d), nil
+		}
+		return time.Time{}, badParam(name, "want an RFC 3339 time or a duration before now such as 1h, got %q", v)
+	}
+	since, err := parse("since", now.Add(-s.cfg.DefaultWindow))
+	if err != nil {
+		return store.Window{}, err
+	}
+	until, err := parse("until", now)
+	if err != nil {
+		return store.Window{}, err
+	}
+	if until.Before(since) {
+		return store.Window{}, badParam("until", "is before since")
+	}
+	if since.Before(time.Unix(0, 0)) {
+		since = time.Unix(0, 0)
+	}
+	return store.WindowOf(since, until), nil
+}
+
+// limit reads the limit parameter: 1..most, def when absent.
+func limit(c *gin.Context, def, most int) (int, error) {
+	v := c.Query("limit")
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > most {
+		return 0, badParam("limit", "want a whole number from 1 to %d, got %q", most, v)
+	}
+	return n, nil
+}
+
+// knownParams rejects parameters a route does not take, so a misspelt
+// filter is an error rather than a silently unfiltered answer.
+func knownParams(c *gin.Context, names ...string) error {
+	for k := range c.Request.URL.Query() {
+		ok := k == "timeout"
+		for _, n := range names {
+			ok = ok || k == n
+		}
+		if !ok {
+			return badParam(k, "not a parameter of this endpoint")
+		}
+	}
+	return nil
+}

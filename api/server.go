@@ -1,0 +1,173 @@
+package api
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/budgetd/budgetd/store"
+)
+
+//go:embed openapi.yaml
+var openAPI []byte
+
+// Settings are what the API is given rather than configured with.
+type Settings struct {
+	Logger     *slog.Logger
+	Store      store.Store
+	Gatherer   prometheus.Gatherer   // served at /metrics; nil serves an empty registry
+	Registerer prometheus.Registerer // for the API's own metrics; nil: not registered
+	Now        func() time.Time      // nil: time.Now
+}
+
+// Server is the HTTP server of the API.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	store   store.Store
+	now     func() time.Time
+	engine  *gin.Engine
+	http    *http.Server
+	ln      net.Listener
+	served  chan error
+	metrics *apiMetrics
+}
+
+// New builds the API. It does not listen until Start.
+func New(cfg Config, set Settings) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if set.Store == nil {
+		return nil, errors.New("new api: a store is required")
+	}
+	s := &Server{cfg: cfg, log: set.Logger, store: set.Store, now: set.Now}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	m, err := newAPIMetrics(set.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	s.metrics = m
+	gatherer := set.Gatherer
+	if gatherer == nil {
+		gatherer = prometheus.NewRegistry()
+	}
+
+	gin.SetMode(gin.ReleaseMode)
+	e := gin.New()
+	e.Use(gin.Recovery(), s.observe)
+	e.HandleMethodNotAllowed = true
+	e.NoRoute(func(c *gin.Context) { s.writeError(c, &notFound{"no such route"}) })
+	e.NoMethod(func(c *gin.Context) { s.writeError(c, badParam("method", "%s is not allowed here", c.Request.Method)) })
+
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{})))
+	v1 := e.Group("/api/v1")
+	v1.GET("/openapi.yaml", func(c *gin.Context) { c.Data(http.StatusOK, "application/yaml", openAPI) })
+	v1.GET("/findings", s.findings)
+	v1.GET("/paths", s.paths)
+	v1.GET("/edges", s.edges)
+	v1.GET("/traces/:trace_id", s.trace)
+	v1.GET("/summary", s.summary)
+	s.engine = e
+	return s, nil
+}
+
+// notFound is an error for a missing route.
+type notFound struct{ msg string }
+
+func (e *notFound) Error() string { return e.msg }
+func (e *notFound) Is(target error) bool {
+	return target == store.ErrNotFound
+}
+
+// Handler returns the API as an http.Handler (tests, embedding).
+func (s *Server) Handler() http.Handler { return s.engine }
+
+// Start listens on api.endpoint and serves in the background.
+func (s *Server) Start() error {
+	ln, err := net.Listen("tcp", s.cfg.Endpoint)
+	if err != nil {
+		return fmt.Errorf("listen api on %s: %w", s.cfg.Endpoint, err)
+	}
+	s.ln = ln
+	s.http = &http.Server{
+		Handler:           s.engine,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      s.cfg.MaxTimeout + 10*time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+	s.served = make(chan error, 1)
+	go func() { s.served <- s.http.Serve(ln) }()
+	return nil
+}
+
+// Addr returns the bound address (after Start).
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Shutdown stops accepting requests and waits for those in flight, within ctx.
+func (s *Server) Shutdown(ctx context.Context) error {
+	if s.http == nil {
+		return nil
+	}
+	err := s.http.Shutdown(ctx)
+	if serveErr := <-s.served; !errors.Is(serveErr, http.ErrServerClosed) && err == nil {
+		err = serveErr
+	}
+	return err
+}
+
+// observe counts requests by route pattern and status class; the route
+// pattern (never the raw URL) keeps label cardinality bounded.
+func (s *Server) observe(c *gin.Context) {
+	start := time.Now()
+	c.Next()
+	route := c.FullPath()
+	if route == "" {
+		route = "unmatched"
+	}
+	s.metrics.requests.WithLabelValues(route, strconv.Itoa(c.Writer.Status())).Inc()
+	s.metrics.duration.WithLabelValues(route).Observe(time.Since(start).Seconds())
+}
+
+type apiMetrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+func newAPIMetrics(reg prometheus.Registerer) (*apiMetrics, error) {
+	m := &apiMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "budgetd_api_requests_total", Help: "API requests by route and status code.",
+		}, []string{"route", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "budgetd_api_request_duration_seconds", Help: "API request latency by route.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 8),
+		}, []string{"route"}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.requests, m.duration} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("register api metrics: %w", err)
+			}
+		}
+	}
+	return m, nil
+}
