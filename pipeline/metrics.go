@@ -1,6 +1,8 @@
 package pipeline
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/budgetd/budgetd/schema"
@@ -9,6 +11,10 @@ import (
 // metrics are the pipeline's self-metrics. Labels come from closed sets
 // (finding kinds, severities, write targets), never from span data.
 type metrics struct {
+	services    *labelSet
+	byService   *prometheus.CounterVec
+	orphaned    *prometheus.CounterVec
+	amplified   prometheus.Histogram
 	traces      prometheus.Counter
 	skews       prometheus.Counter
 	findings    *prometheus.CounterVec
@@ -18,6 +24,19 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer, p *Pipeline) (*metrics, error) {
 	m := &metrics{
+		services: newLabelSet(maxServiceLabels),
+		byService: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "budgetd_findings_total",
+			Help: "Findings by kind, service and callee service. Services beyond the first " +
+				"200 seen are reported as _other to bound label cardinality.",
+		}, []string{"kind", "service", "callee"}),
+		orphaned: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "budgetd_orphaned_work_seconds_total", Help: "Work done after the caller gave up, by service (_other beyond 200 services).",
+		}, []string{"service"}),
+		amplified: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "budgetd_retry_amplification_calls", Help: "Calls of one leaf edge in one trace, per retry_amplification finding.",
+			Buckets: []float64{2, 3, 4, 6, 8, 12, 16, 24, 32, 64},
+		}),
 		traces: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "budgetd_analysis_traces_total", Help: "Traces analysed (a re-opened trace counts again).",
 		}),
@@ -54,7 +73,7 @@ func newMetrics(reg prometheus.Registerer, p *Pipeline) (*metrics, error) {
 	pendingSpans := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "budgetd_analysis_pending_spans", Help: "Spans waiting in assembly.",
 	}, func() float64 { _, s := p.pending(); return float64(s) })
-	for _, c := range []prometheus.Collector{m.traces, m.skews, m.findings, m.writeErrors, m.readErrors, dropped, droppedSpans, reopened, pendingTraces, pendingSpans} {
+	for _, c := range []prometheus.Collector{m.byService, m.orphaned, m.amplified, m.traces, m.skews, m.findings, m.writeErrors, m.readErrors, dropped, droppedSpans, reopened, pendingTraces, pendingSpans} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -65,5 +84,41 @@ func newMetrics(reg prometheus.Registerer, p *Pipeline) (*metrics, error) {
 func (m *metrics) observeFindings(fs []schema.Finding) {
 	for _, f := range fs {
 		m.findings.WithLabelValues(string(f.Kind), string(f.Severity)).Inc()
+		service, callee := m.services.label(f.Service), m.services.label(f.CalleeService)
+		m.byService.WithLabelValues(string(f.Kind), service, callee).Inc()
+		switch f.Kind {
+		case schema.KindOrphanedWork:
+			m.orphaned.WithLabelValues(service).Add(f.Evidence["orphaned_ms"] / 1000)
+		case schema.KindRetryAmplification:
+			m.amplified.Observe(f.Evidence["calls"])
+		}
 	}
+}
+
+// maxServiceLabels bounds the service label values of the per-service
+// metrics: a misbehaving resource attribute (a pod name as service.name)
+// must not explode the metric series.
+const maxServiceLabels = 200
+
+// labelSet admits the first n distinct values of a label and maps the rest
+// to "_other".
+type labelSet struct {
+	mu   sync.Mutex
+	n    int
+	seen map[string]struct{}
+}
+
+func newLabelSet(n int) *labelSet { return &labelSet{n: n, seen: make(map[string]struct{})} }
+
+func (l *labelSet) label(v string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.seen[v]; ok {
+		return v
+	}
+	if len(l.seen) >= l.n {
+		return "_other"
+	}
+	l.seen[v] = struct{}{}
+	return v
 }

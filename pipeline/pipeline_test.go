@@ -101,6 +101,8 @@ func TestStreamingMatchesOffline(t *testing.T) {
 	require.Equal(t, goldenIDs(t, "seed000_independent_timeouts"), storedIDs(t, s))
 	require.EqualValues(t, len(spans), mustCount(t, s, "hops"), "one hop per span")
 	require.Positive(t, testutil.ToFloat64(p.metrics.findings.WithLabelValues(string(schema.KindOrphanedWork), "critical")))
+	require.InDelta(t, 30.03, testutil.ToFloat64(p.metrics.orphaned.WithLabelValues("gateway")), 0.001, "the gateway's 30030 ms after the client left")
+	require.Equal(t, 1, testutil.CollectAndCount(p.metrics.amplified), "one amplification histogram")
 }
 
 func mustCount(t *testing.T, s *chsql.Store, table string) uint64 {
@@ -163,4 +165,12 @@ func TestConfigValidate(t *testing.T) {
 	err := c.Validate()
 	require.ErrorContains(t, err, "analyze.tick must be > 0")
 	require.ErrorContains(t, err, "analyze.write_attempts must be >= 1")
+}
+
+func TestLabelSetBoundsCardinality(t *testing.T) {
+	l := newLabelSet(2)
+	require.Equal(t, "a", l.label("a"))
+	require.Equal(t, "b", l.label("b"))
+	require.Equal(t, "_other", l.label("c"))
+	require.Equal(t, "a", l.label("a"), "admitted values stay")
 }
