@@ -14,6 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/budgetd/budgetd/analyze"
+	"github.com/budgetd/budgetd/api"
 	"github.com/budgetd/budgetd/pipeline"
 	"github.com/budgetd/budgetd/store/engine"
 )
@@ -23,6 +24,7 @@ type Config struct {
 	Log     LogConfig     `yaml:"log"`
 	Store   engine.Config `yaml:"store"`
 	Analyze AnalyzeConfig `yaml:"analyze"`
+	API     api.Config    `yaml:"api"`
 }
 
 // AnalyzeConfig is the `analyze` section: the detectors' settings and the
@@ -44,6 +46,7 @@ func DefaultConfig() Config {
 		Log:     LogConfig{Level: "info", Format: "text"},
 		Store:   engine.DefaultConfig(),
 		Analyze: AnalyzeConfig{Detect: analyze.DefaultConfig(), Stream: pipeline.DefaultConfig()},
+		API:     api.DefaultConfig(),
 	}
 }
 
@@ -61,7 +64,10 @@ func (c Config) Validate() error {
 	if err := c.Analyze.Detect.Validate(); err != nil {
 		return err
 	}
-	return c.Analyze.Stream.Validate()
+	if err := c.Analyze.Stream.Validate(); err != nil {
+		return err
+	}
+	return c.API.Validate()
 }
 
 // SlogLevel parses log.level.

@@ -119,7 +119,7 @@ func TestServeWithoutLibchdb(t *testing.T) {
 	var out, errOut syncBuffer
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"serve", "--store.engine", "clickhouse", "--store.clickhouse.dsn", srv.DSN("cmdtest")}, &out, &errOut)
+		done <- run(ctx, []string{"serve", "--store.engine", "clickhouse", "--store.clickhouse.dsn", srv.DSN("cmdtest"), "--api.endpoint", "127.0.0.1:0"}, &out, &errOut)
 	}()
 	deadline := time.After(time.Minute)
 	for !strings.Contains(errOut.String(), "store ready") {

@@ -2,12 +2,20 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/budgetd/budgetd/analyze"
+	"github.com/budgetd/budgetd/api"
 	"github.com/budgetd/budgetd/config"
+	"github.com/budgetd/budgetd/pipeline"
 	"github.com/budgetd/budgetd/store/engine"
 )
 
@@ -19,6 +27,7 @@ type configFlags struct {
 	dataDir  string
 	dsn      string
 	logLevel string
+	apiAddr  string
 	fs       *flag.FlagSet
 }
 
@@ -29,6 +38,7 @@ func addConfigFlags(fs *flag.FlagSet) *configFlags {
 	fs.StringVar(&f.dataDir, "store.embedded.data-dir", "", "embedded engine data `dir` (default ./data)")
 	fs.StringVar(&f.dsn, "store.clickhouse.dsn", "", "ClickHouse `dsn`, clickhouse://host:9000/budgetd")
 	fs.StringVar(&f.logLevel, "log.level", "", "log `level`: debug, info, warn, error")
+	fs.StringVar(&f.apiAddr, "api.endpoint", "", "REST API and UI listen `address` (default localhost:8080)")
 	return f
 }
 
@@ -51,6 +61,8 @@ func (f *configFlags) load() (config.Config, error) {
 			cfg.Store.ClickHouse.DSN = f.dsn
 		case "log.level":
 			cfg.Log.Level = f.logLevel
+		case "api.endpoint":
+			cfg.API.Endpoint = f.apiAddr
 		}
 	})
 	return cfg, cfg.Validate()
@@ -64,6 +76,10 @@ func newLogger(cfg config.LogConfig, w io.Writer) *slog.Logger {
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
 }
+
+// shutdownTimeout bounds a graceful stop: in-flight requests finish and held
+// traces are analysed within it.
+const shutdownTimeout = 30 * time.Second
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
@@ -81,6 +97,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	log := newLogger(cfg.Log, stderr)
 
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
 	st, err := engine.Open(ctx, cfg.Store)
 	if err != nil {
 		return fmt.Errorf("open %s store: %w", cfg.Store.Engine, err)
@@ -92,7 +111,28 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	log.Info("store ready", "engine", cfg.Store.Engine, "database", st.Database(), "schema_version", applied)
 
+	analysis, err := pipeline.New(cfg.Analyze.Stream, pipeline.Settings{
+		Logger: log, Store: st, Analyzer: analyze.New(cfg.Analyze.Detect), Registerer: reg,
+	})
+	if err != nil {
+		return err
+	}
+	analysis.Start()
+
+	apiServer, err := api.New(cfg.API, api.Settings{Logger: log, Store: st, Gatherer: reg, Registerer: reg})
+	if err != nil {
+		return err
+	}
+	if err := apiServer.Start(); err != nil {
+		return err
+	}
+	log.Info("api listening", "addr", apiServer.Addr())
+
 	<-ctx.Done()
 	log.Info("shutting down")
-	return nil
+	stopCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	// Order matters: stop taking spans, analyse what is held, then stop
+	// answering queries about it.
+	return errors.Join(analysis.Shutdown(stopCtx), apiServer.Shutdown(stopCtx))
 }
