@@ -52,6 +52,7 @@ func Run(t *testing.T, h Harness) {
 		{"concurrent writers", testConcurrentWriters},
 		{"paths, edges and totals", testAggregates},
 		{"hostile filter values", testHostileFilters},
+		{"version-gated extras", testExtras},
 		{"deadline returns promptly", testDeadline},
 	}
 	for _, tt := range tests {
@@ -531,4 +532,40 @@ func testOutage(t *testing.T, h Harness) {
 	got, err := s.Trace(ctx, tid(1))
 	require.NoError(t, err)
 	require.Len(t, got, 1)
+}
+
+// testExtras checks the version-gated parts of the schema: on a current
+// server the otel_traces view answers with the Collector exporter's column
+// names; on an old one the view is absent and the core still works.
+func testExtras(t *testing.T, h Harness) {
+	s, db := open(t, h)
+	ctx := ctxT(t)
+	rich := richSpan()
+	require.NoError(t, s.WriteSpans(ctx, "extras", []schema.Span{rich}))
+	var exists uint8
+	require.NoError(t, queryOne(ctx, s, "SELECT toUInt8(count()) FROM system.tables WHERE database = {db:String} AND name = 'otel_traces'",
+		chsql.Params{chsql.P("db", db)}, &exists))
+	if !s.Features().OtelView {
+		require.Zero(t, exists, "no view on a server without Map and DateTime64")
+		return
+	}
+	require.EqualValues(t, 1, exists)
+	var traceID, kind, status, service, timeout string
+	var duration uint64
+	require.NoError(t, queryOne(ctx, s, "SELECT TraceId, SpanKind, StatusCode, ServiceName, SpanAttributes['"+schema.AttrTimeoutMs+"'], Duration FROM "+db+".otel_traces",
+		nil, &traceID, &kind, &status, &service, &timeout, &duration))
+	require.Equal(t, []string{rich.TraceID.String(), "Client", "Error", "checkout", "1500"}, []string{traceID, kind, status, service, timeout})
+	require.Equal(t, rich.DurationNs(), duration)
+}
+
+func queryOne(ctx context.Context, s *chsql.Store, query string, params chsql.Params, dest ...any) error {
+	rows, err := s.Conn().Query(ctx, query, params)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return errors.Join(errors.New("no row"), rows.Err())
+	}
+	return errors.Join(rows.Scan(dest...), rows.Err())
 }
