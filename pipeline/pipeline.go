@@ -140,9 +140,10 @@ func (p *Pipeline) Shutdown(ctx context.Context) error {
 	return p.Flush(ctx)
 }
 
-// Flush analyses every held trace now, due or not, and writes the results.
+// Flush analyses every held trace now, due or not, writes the results, and
+// writes the per-edge findings of the window so far.
 func (p *Pipeline) Flush(ctx context.Context) error {
-	return p.process(ctx, true)
+	return errors.Join(p.process(ctx, true), p.writeEdgeFindings(ctx))
 }
 
 func (p *Pipeline) loop() {

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -133,4 +135,47 @@ func TestServeWithoutLibchdb(t *testing.T) {
 	}
 	cancel()
 	require.NoError(t, <-done, "serve stops cleanly when its context ends")
+}
+
+// TestServeDemo starts serve --demo and reads the demo's findings back
+// through the running API, as a new user would with curl.
+func TestServeDemo(t *testing.T) {
+	srv := clickhousetest.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--demo", "--store.engine", "clickhouse", "--store.clickhouse.dsn", srv.DSN("demotest"),
+			"--api.endpoint", "127.0.0.1:0"}, &out, &errOut)
+	}()
+	addr := ""
+	deadline := time.After(time.Minute)
+	for addr == "" {
+		if _, rest, ok := strings.Cut(errOut.String(), `msg="api listening" addr=`); ok {
+			addr = strings.Fields(rest)[0]
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("serve exited early: %v\n%s", err, errOut.String())
+		case <-deadline:
+			t.Fatalf("serve did not start:\n%s", errOut.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	resp, err := http.Get("http://" + addr + "/api/v1/summary")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var sum struct {
+		Requests       int            `json:"requests"`
+		FindingsByKind map[string]int `json:"findings_by_kind"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&sum))
+	require.Positive(t, sum.Requests)
+	for _, k := range []string{"orphaned_work", "retry_amplification", "timeout_inversion", "latency_inversion"} {
+		require.Positive(t, sum.FindingsByKind[k], "the demo shows %s", k)
+	}
+	cancel()
+	require.NoError(t, <-done)
 }

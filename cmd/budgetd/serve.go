@@ -88,6 +88,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fs.PrintDefaults()
 	}
 	flags := addConfigFlags(fs)
+	demo := fs.Bool("demo", false, "load the example scenarios (fixtures) at start, so the API and UI show findings at once")
 	if help, err := parseFlags(fs, args, stdout, stderr); help || err != nil {
 		return err
 	}
@@ -118,6 +119,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	analysis.Start()
+	if *demo {
+		n, err := loadDemo(ctx, st, analysis, time.Now())
+		if err != nil {
+			return err
+		}
+		log.Info("demo scenarios loaded", "spans", n)
+	}
 
 	apiServer, err := api.New(cfg.API, api.Settings{Logger: log, Store: st, Gatherer: reg, Registerer: reg})
 	if err != nil {
