@@ -1,0 +1,214 @@
+package schema
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// The span codec is the compact binary form budgetd keeps spans in between
+// acknowledging them and storing them (the write-ahead log). It is cheaper
+// to write and read than OTLP protobuf because it stores the model as it is,
+// already validated and converted.
+//
+// Format, version 1: a version byte, a uvarint span count, then per span
+// its fields in declaration order — ids as fixed bytes, strings and
+// attribute values as uvarint length + bytes, numbers as uvarints, and
+// lists as a uvarint count followed by their elements.
+const spanCodecVersion = 1
+
+// ErrBadEncoding is returned by DecodeSpans for input it did not write.
+var ErrBadEncoding = errors.New("bad span encoding")
+
+// AppendSpans appends the encoding of spans to dst.
+func AppendSpans(dst []byte, spans []Span) []byte {
+	dst = append(dst, spanCodecVersion)
+	dst = binary.AppendUvarint(dst, uint64(len(spans)))
+	for i := range spans {
+		s := &spans[i]
+		dst = append(dst, s.TraceID[:]...)
+		dst = append(dst, s.SpanID[:]...)
+		dst = append(dst, s.ParentSpanID[:]...)
+		dst = appendString(dst, s.TraceState)
+		dst = appendString(dst, s.Service)
+		dst = appendString(dst, s.Name)
+		dst = append(dst, byte(s.Kind), byte(s.StatusCode))
+		dst = binary.AppendUvarint(dst, s.StartNs)
+		dst = binary.AppendUvarint(dst, s.EndNs)
+		dst = appendString(dst, s.StatusMessage)
+		dst = appendString(dst, s.ScopeName)
+		dst = appendString(dst, s.ScopeVersion)
+		dst = appendAttrs(dst, s.ResourceAttrs)
+		dst = appendAttrs(dst, s.Attrs)
+		dst = binary.AppendUvarint(dst, uint64(len(s.Events)))
+		for _, e := range s.Events {
+			dst = binary.AppendUvarint(dst, e.TimeNs)
+			dst = appendString(dst, e.Name)
+			dst = appendAttrs(dst, e.Attrs)
+		}
+		dst = binary.AppendUvarint(dst, uint64(len(s.Links)))
+		for _, l := range s.Links {
+			dst = append(dst, l.TraceID[:]...)
+			dst = append(dst, l.SpanID[:]...)
+			dst = appendString(dst, l.TraceState)
+			dst = appendAttrs(dst, l.Attrs)
+		}
+	}
+	return dst
+}
+
+func appendString(dst []byte, s string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(s)))
+	return append(dst, s...)
+}
+
+func appendAttrs(dst []byte, as Attributes) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(as)))
+	for _, a := range as {
+		dst = appendString(dst, a.Key)
+		dst = append(dst, byte(a.Type))
+		dst = appendString(dst, a.Value)
+	}
+	return dst
+}
+
+// DecodeSpans decodes what AppendSpans wrote. Corrupt or foreign input is
+// an error wrapping ErrBadEncoding, never a panic or a huge allocation:
+// every count is checked against the bytes left before anything is made.
+func DecodeSpans(data []byte) ([]Span, error) {
+	// Strings are cut from one copy of the input instead of allocated one
+	// by one; the spans of a record live and die together anyway.
+	d := decoder{buf: data, all: string(data)}
+	if v := d.byte(); v != spanCodecVersion {
+		return nil, fmt.Errorf("%w: version %d", ErrBadEncoding, v)
+	}
+	// A span takes at least 44 bytes (ids, kinds, counts), which bounds
+	// the count a corrupt header can claim.
+	n := d.count(44)
+	spans := make([]Span, n)
+	for i := range spans {
+		s := &spans[i]
+		d.fixed(s.TraceID[:])
+		d.fixed(s.SpanID[:])
+		d.fixed(s.ParentSpanID[:])
+		s.TraceState = d.string()
+		s.Service = d.string()
+		s.Name = d.string()
+		s.Kind, s.StatusCode = SpanKind(d.byte()), StatusCode(d.byte())
+		s.StartNs = d.uvarint()
+		s.EndNs = d.uvarint()
+		s.StatusMessage = d.string()
+		s.ScopeName = d.string()
+		s.ScopeVersion = d.string()
+		s.ResourceAttrs = d.attrs()
+		s.Attrs = d.attrs()
+		if ne := d.count(3); ne > 0 {
+			s.Events = make([]Event, ne)
+			for j := range s.Events {
+				e := &s.Events[j]
+				e.TimeNs = d.uvarint()
+				e.Name = d.string()
+				e.Attrs = d.attrs()
+			}
+		}
+		if nl := d.count(26); nl > 0 {
+			s.Links = make([]Link, nl)
+			for j := range s.Links {
+				l := &s.Links[j]
+				d.fixed(l.TraceID[:])
+				d.fixed(l.SpanID[:])
+				l.TraceState = d.string()
+				l.Attrs = d.attrs()
+			}
+		}
+		if d.err != nil {
+			return nil, d.err
+		}
+	}
+	if d.err == nil && len(d.buf) > 0 {
+		d.err = fmt.Errorf("%w: %d trailing bytes", ErrBadEncoding, len(d.buf))
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	return spans, nil
+}
+
+// decoder reads the codec; the first error sticks and later reads return
+// zero values, so DecodeSpans checks once per span.
+type decoder struct {
+	buf []byte
+	all string // string(original input); len(all)-len(buf) is the read offset
+	err error
+}
+
+func (d *decoder) fail(what string) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: truncated %s", ErrBadEncoding, what)
+	}
+	d.buf = nil
+}
+
+func (d *decoder) byte() byte {
+	if len(d.buf) < 1 {
+		d.fail("byte")
+		return 0
+	}
+	b := d.buf[0]
+	d.buf = d.buf[1:]
+	return b
+}
+
+func (d *decoder) fixed(dst []byte) {
+	if len(d.buf) < len(dst) {
+		d.fail("id")
+		return
+	}
+	copy(dst, d.buf)
+	d.buf = d.buf[len(dst):]
+}
+
+func (d *decoder) uvarint() uint64 {
+	v, n := binary.Uvarint(d.buf)
+	if n <= 0 {
+		d.fail("number")
+		return 0
+	}
+	d.buf = d.buf[n:]
+	return v
+}
+
+// count reads a list length whose elements take at least minSize bytes each.
+func (d *decoder) count(minSize int) int {
+	n := d.uvarint()
+	if n > uint64(len(d.buf)/minSize) {
+		d.fail("list")
+		return 0
+	}
+	return int(n)
+}
+
+func (d *decoder) string() string {
+	n := d.uvarint()
+	if n > uint64(len(d.buf)) {
+		d.fail("string")
+		return ""
+	}
+	off := len(d.all) - len(d.buf)
+	d.buf = d.buf[n:]
+	return d.all[off : off+int(n)]
+}
+
+func (d *decoder) attrs() Attributes {
+	n := d.count(3)
+	if n == 0 {
+		return nil
+	}
+	as := make(Attributes, n)
+	for i := range as {
+		as[i].Key = d.string()
+		as[i].Type = AttrType(d.byte())
+		as[i].Value = d.string()
+	}
+	return as
+}
