@@ -1,0 +1,175 @@
+package durable
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/budgetd/budgetd/schema"
+	"github.com/budgetd/budgetd/wal"
+)
+
+// batch is a run of records read from the log, written as one store write.
+type batch struct {
+	from, to wal.Position
+	spans    []schema.Span
+}
+
+// token is the batch's dedup token: a function of the records it holds, so
+// a batch rebuilt after a crash carries the token of the original.
+func (b *batch) token() string {
+	return fmt.Sprintf("wal-%d-%d-%d-%d", b.from.Segment, b.from.Offset, b.to.Segment, b.to.Offset)
+}
+
+// drain is the drainer goroutine. ctx ends only when Shutdown gives up.
+func (d *Durable) drain(ctx context.Context, cp checkpoint) {
+	defer close(d.done)
+	// stopCtx also ends when Shutdown asks to stop. The reader still
+	// returns every record already in the log after that; only waiting for
+	// new ones ends, which is exactly "drain what is there, then stop".
+	stopCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-d.stop:
+			cancel()
+		case <-stopCtx.Done():
+		}
+	}()
+
+	start := cp.Acked
+	if first := d.wal.First(); start.Before(first) {
+		// Segments before the checkpoint were deleted after being stored.
+		start = first
+	}
+	// Batches are named by their range, so the range must start at the same
+	// position whichever way the drainer came to it.
+	d.mu.Lock()
+	d.acked = start
+	d.mu.Unlock()
+	r := d.wal.NewReader(start)
+	defer r.Close()
+
+	if cp.Pending != nil && start.Before(*cp.Pending) {
+		b, err := d.readRange(ctx, r, start, *cp.Pending)
+		if err != nil {
+			d.log.Error("wal: cannot rebuild the pending batch", "err", err)
+			return
+		}
+		d.count(func(c *Counters) { c.Replayed++ })
+		if !d.store1(ctx, b) {
+			return
+		}
+	}
+	for {
+		b, err := d.collect(stopCtx, r)
+		if b.from != b.to && !d.store1(ctx, b) {
+			return
+		}
+		if err != nil {
+			return // drained and stopping, the log closed, or Shutdown gave up
+		}
+	}
+}
+
+// readRange reads the records from from to to into one batch.
+func (d *Durable) readRange(ctx context.Context, r *wal.Reader, from, to wal.Position) (batch, error) {
+	b := batch{from: from, to: from}
+	for b.to.Before(to) {
+		payload, end, err := r.Next(ctx)
+		if err != nil {
+			return b, err
+		}
+		b.to = end
+		b.spans = d.decode(b.spans, payload)
+	}
+	return b, nil
+}
+
+// collect reads records until the batch is full or FlushInterval passed since
+// its first record. It returns an error — after the records collected so far
+// — when stopCtx ends and the log holds nothing more.
+func (d *Durable) collect(stopCtx context.Context, r *wal.Reader) (batch, error) {
+	d.mu.Lock()
+	b := batch{from: d.acked, to: d.acked}
+	d.mu.Unlock()
+	var flushAt time.Time
+	for len(b.spans) < d.cfg.BatchSpans {
+		ctx, cancel := stopCtx, context.CancelFunc(func() {})
+		if !flushAt.IsZero() {
+			ctx, cancel = context.WithDeadline(stopCtx, flushAt)
+		}
+		payload, end, err := r.Next(ctx)
+		cancel()
+		switch {
+		case err == nil:
+			if flushAt.IsZero() {
+				flushAt = time.Now().Add(d.cfg.FlushInterval)
+			}
+			b.to = end
+			b.spans = d.decode(b.spans, payload)
+		case errors.Is(err, context.DeadlineExceeded) && stopCtx.Err() == nil:
+			return b, nil // flush interval passed
+		default:
+			return b, err
+		}
+	}
+	return b, nil
+}
+
+func (d *Durable) decode(spans []schema.Span, payload []byte) []schema.Span {
+	s, err := schema.DecodeSpans(payload)
+	if err != nil {
+		// A record that passed its checksum but does not decode was
+		// written by something else; it cannot be stored, only counted.
+		d.count(func(c *Counters) { c.DecodeErrors++ })
+		d.log.Error("wal: undecodable record skipped", "err", err)
+		return spans
+	}
+	return append(spans, s...)
+}
+
+// store1 writes one batch: checkpoint the range as pending, write under the
+// range's token until the store takes it, then advance the checkpoint, feed
+// the sink and drop the log behind. It returns false when ctx ended first.
+func (d *Durable) store1(ctx context.Context, b batch) bool {
+	if err := saveCheckpoint(d.cfg.Dir, checkpoint{Acked: b.from, Pending: &b.to}); err != nil {
+		d.log.Error("wal: checkpoint failed", "err", err)
+	}
+	backoff := 100 * time.Millisecond
+	for len(b.spans) > 0 {
+		wctx, cancel := context.WithTimeout(ctx, d.cfg.WriteTimeout)
+		err := d.store.WriteSpans(wctx, b.token(), b.spans)
+		cancel()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		d.count(func(c *Counters) { c.WriteErrors++ })
+		d.log.Warn("wal: store write failed; retrying", "spans", len(b.spans), "err", err, "backoff", backoff)
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return false
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+	if err := saveCheckpoint(d.cfg.Dir, checkpoint{Acked: b.to}); err != nil {
+		d.log.Error("wal: checkpoint failed", "err", err)
+	}
+	d.mu.Lock()
+	d.acked = b.to
+	d.counts.Batches++
+	d.counts.Spans += uint64(len(b.spans))
+	d.mu.Unlock()
+	if len(b.spans) > 0 {
+		d.sink.Spans(b.spans)
+	}
+	if err := d.wal.Truncate(b.to); err != nil {
+		d.log.Error("wal: truncate failed", "err", err)
+	}
+	return true
+}

@@ -1,0 +1,177 @@
+package durable
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/budgetd/budgetd/ingest"
+	"github.com/budgetd/budgetd/schema"
+	"github.com/budgetd/budgetd/wal"
+)
+
+// Config is the `ingest.wal` section: the log and its drainer.
+type Config struct {
+	wal.Config `yaml:",inline"`
+	// BatchSpans is the most spans one store write carries.
+	BatchSpans int `yaml:"batch_spans"`
+	// FlushInterval is the longest a record waits for others to share its
+	// store write.
+	FlushInterval time.Duration `yaml:"flush_interval"`
+	// WriteTimeout bounds one store write attempt. Failed writes are
+	// retried with backoff for as long as it takes: the spans are safe in
+	// the log, and ingest refuses new ones with 503 once the log is full.
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+}
+
+// DefaultConfig returns the WAL defaults.
+func DefaultConfig() Config {
+	return Config{Config: wal.DefaultConfig(), BatchSpans: 20_000, FlushInterval: 200 * time.Millisecond, WriteTimeout: 30 * time.Second}
+}
+
+// Validate reports every setting that cannot work, naming its key.
+func (c Config) Validate() error {
+	errs := []error{c.Config.Validate()}
+	if c.BatchSpans <= 0 {
+		errs = append(errs, errors.New("ingest.wal.batch_spans must be > 0"))
+	}
+	if c.FlushInterval <= 0 {
+		errs = append(errs, errors.New("ingest.wal.flush_interval must be > 0"))
+	}
+	if c.WriteTimeout <= 0 {
+		errs = append(errs, errors.New("ingest.wal.write_timeout must be > 0"))
+	}
+	return errors.Join(errs...)
+}
+
+// Settings are what the Durable is given rather than configured with.
+type Settings struct {
+	Logger *slog.Logger
+	Store  ingest.SpanWriter
+	// Sink receives every batch after the store acknowledged it, replays
+	// after a restart included. nil: no analysis.
+	Sink ingest.Sink
+}
+
+// Durable implements ingest.Durability on the write-ahead log.
+type Durable struct {
+	cfg   Config
+	log   *slog.Logger
+	wal   *wal.WAL
+	store ingest.SpanWriter
+	sink  ingest.Sink
+
+	stop    chan struct{} // closed by Shutdown: finish draining
+	done    chan struct{} // closed when the drainer returned
+	abandon context.CancelFunc
+
+	mu     sync.Mutex
+	acked  wal.Position
+	counts Counters
+}
+
+var _ ingest.Durability = (*Durable)(nil)
+
+// Counters count what the drainer did.
+type Counters struct {
+	Batches      uint64 // store writes that succeeded
+	Spans        uint64 // spans stored
+	WriteErrors  uint64 // failed store write attempts
+	Replayed     uint64 // batches rebuilt from a checkpoint after a restart
+	DecodeErrors uint64 // records that could not be decoded (skipped)
+}
+
+// Open opens the log in cfg.Dir and starts draining it from the checkpoint,
+// so whatever an earlier run acknowledged but did not store goes to the
+// store (and the sink) first.
+func Open(cfg Config, set Settings) (*Durable, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if set.Store == nil {
+		return nil, errors.New("open durable: a store is required")
+	}
+	if set.Logger == nil {
+		set.Logger = slog.New(slog.DiscardHandler)
+	}
+	if set.Sink == nil {
+		set.Sink = ingest.NopSink{}
+	}
+	w, err := wal.Open(cfg.Config, set.Logger)
+	if err != nil {
+		return nil, err
+	}
+	cp, err := loadCheckpoint(cfg.Dir)
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
+	if st := w.Stats(); st.CorruptRecords > 0 {
+		set.Logger.Warn("wal: damaged records cut at open", "records", st.CorruptRecords, "bytes", st.TruncatedBytes)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	d := &Durable{cfg: cfg, log: set.Logger, wal: w, store: set.Store, sink: set.Sink,
+		stop: make(chan struct{}), done: make(chan struct{}), abandon: cancel, acked: cp.Acked}
+	go d.drain(ctx, cp)
+	return d, nil
+}
+
+// Commit implements ingest.Durability: it returns once spans are fsynced in
+// the log. A full log is ErrOverloaded, which ingest answers with 503.
+func (d *Durable) Commit(ctx context.Context, spans []schema.Span) error {
+	if len(spans) == 0 {
+		return nil
+	}
+	_, err := d.wal.Append(ctx, schema.AppendSpans(nil, spans))
+	switch {
+	case errors.Is(err, wal.ErrFull):
+		return fmt.Errorf("%w: %w", ingest.ErrOverloaded, err)
+	case errors.Is(err, wal.ErrClosed):
+		return fmt.Errorf("%w: %w", ingest.ErrClosed, err)
+	case err != nil:
+		return fmt.Errorf("commit to wal: %w", err)
+	}
+	return nil
+}
+
+// Shutdown implements ingest.Durability: it stops taking appends, lets the
+// drainer store what the log holds until ctx ends, and closes the log.
+// Whatever is not stored by then stays in the log for the next start.
+func (d *Durable) Shutdown(ctx context.Context) error {
+	close(d.stop)
+	var err error
+	select {
+	case <-d.done:
+	case <-ctx.Done():
+		err = fmt.Errorf("drain wal: %w", ctx.Err())
+	}
+	d.abandon()
+	<-d.done
+	return errors.Join(err, d.wal.Close())
+}
+
+// Counters returns the drainer's counters.
+func (d *Durable) Counters() Counters {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.counts
+}
+
+// WAL returns the log, for its statistics.
+func (d *Durable) WAL() *wal.WAL { return d.wal }
+
+// Lag returns how far the store is behind the log, in positions.
+func (d *Durable) Lag() (acked, committed wal.Position) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.acked, d.wal.Committed()
+}
+
+func (d *Durable) count(f func(*Counters)) {
+	d.mu.Lock()
+	f(&d.counts)
+	d.mu.Unlock()
+}
