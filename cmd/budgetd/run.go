@@ -31,6 +31,7 @@ Usage:
 Commands:
   serve     receive OTLP traces, store them and find budget violations
   analyze   run the detectors over trace files or stored spans
+  plan      check a planned chain of timeouts and retries against its budget
   version   print the version
 
 Run 'budgetd <command> --help' for a command's flags.
@@ -49,6 +50,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return serve(ctx, rest, stdout, stderr)
 	case "analyze":
 		return analyzeCmd(ctx, rest, stdout, stderr)
+	case "plan":
+		return planCmd(ctx, rest, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "budgetd", version())
 		return nil
