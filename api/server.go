@@ -85,6 +85,9 @@ func New(cfg Config, set Settings) (*Server, error) {
 	v1.GET("/edges", s.edges)
 	v1.GET("/traces/:trace_id", s.trace)
 	v1.GET("/summary", s.summary)
+	if err := s.mountUI(e); err != nil {
+		return nil, err
+	}
 	s.engine = e
 	return s, nil
 }

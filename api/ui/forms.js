@@ -1,0 +1,71 @@
+// Filter forms. A form never fetches: it writes its fields into the hash,
+// and the router renders the page for the new hash, so every view has a URL
+// that can be shared and the back button works.
+
+import { h, uid } from './dom.js';
+
+// hashFor builds #/<page>?<non-empty params>.
+export function hashFor(page, params) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) {
+    if (v !== undefined && v !== null && v !== '') q.set(k, v);
+  }
+  const qs = q.toString();
+  return `#/${page}${qs ? `?${qs}` : ''}`;
+}
+
+// field is a labelled input or select. spec: {name, label, value, options?,
+// placeholder?, hint?, size?}.
+export function field(spec) {
+  const id = uid(`f-${spec.name}`);
+  const hintId = spec.hint ? `${id}-hint` : null;
+  let control;
+  if (spec.options) {
+    control = h('select', { id, name: spec.name, 'aria-describedby': hintId },
+      spec.options.map(([value, text]) => h('option', { value, selected: value === spec.value }, text)));
+  } else {
+    control = h('input', {
+      id, name: spec.name, type: 'text', value: spec.value || '', placeholder: spec.placeholder,
+      size: spec.size || 16, autocomplete: 'off', spellcheck: 'false', 'aria-describedby': hintId,
+    });
+  }
+  return h('div', { class: 'field' },
+    h('label', { for: id }, spec.label),
+    control,
+    spec.hint ? h('span', { class: 'hint', id: hintId }, spec.hint) : null);
+}
+
+// filterForm lays out fields with an Apply button; on submit it navigates
+// to page with the fields' values (plus fixed, e.g. a limit).
+export function filterForm(page, label, fields, fixed = {}) {
+  const form = h('form', { class: 'filters', 'aria-label': label },
+    fields.map(field),
+    h('div', { class: 'field actions' },
+      h('button', { type: 'submit' }, 'Apply'),
+      h('a', { href: `#/${page}`, class: 'reset' }, 'Reset')));
+  form.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    const params = { ...fixed };
+    for (const [k, v] of new FormData(form).entries()) params[k] = String(v).trim();
+    const next = hashFor(page, params);
+    if (next === location.hash) window.dispatchEvent(new HashChangeEvent('hashchange'));
+    else location.hash = next;
+  });
+  return form;
+}
+
+// windowFields are the since/until fields of the aggregate pages.
+export function windowFields(params) {
+  return [
+    { name: 'since', label: 'Since', value: params.get('since'), placeholder: '1h', size: 22,
+      hint: 'Duration before now (1h, 24h) or RFC 3339 time' },
+    { name: 'until', label: 'Until', value: params.get('until'), placeholder: 'now', size: 22,
+      hint: 'Same forms; empty is now' },
+  ];
+}
+
+// windowCaption describes the window an aggregate answer covers.
+export function windowCaption(w) {
+  if (!w) return '';
+  return `${w.since.replace('T', ' ').replace('Z', ' UTC')} to ${w.until.replace('T', ' ').replace('Z', ' UTC')}`;
+}
