@@ -48,25 +48,45 @@ func Binary() (string, error) {
 // server binary fails the test: it is a setup bug, not a reason to skip.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	bin, err := Binary()
+	s, err := StartIn(t.TempDir())
 	if err != nil {
-		t.Fatal(err)
-	}
-	s := &Server{dir: t.TempDir(), binary: bin}
-	if s.tcpPort, err = freePort(); err != nil {
-		t.Fatal(err)
-	}
-	if s.httpPort, err = freePort(); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.writeConfig(); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Stop() })
 	return s
+}
+
+// StartIn starts a server with its data in dir, for programs that are not
+// tests (the benchmark harness). The caller stops it.
+func StartIn(dir string) (*Server, error) {
+	bin, err := Binary()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{dir: dir, binary: bin}
+	if s.tcpPort, err = freePort(); err != nil {
+		return nil, err
+	}
+	if s.httpPort, err = freePort(); err != nil {
+		return nil, err
+	}
+	if err := s.writeConfig(); err != nil {
+		return nil, err
+	}
+	if err := s.Start(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// PID returns the server process id (0 when stopped), for resource figures.
+func (s *Server) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
 }
 
 // DSN returns the clickhouse:// address of the server with database db.
