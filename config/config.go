@@ -10,11 +10,14 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/budgetd/budgetd/analyze"
 	"github.com/budgetd/budgetd/api"
+	"github.com/budgetd/budgetd/durable"
+	"github.com/budgetd/budgetd/ingest"
 	"github.com/budgetd/budgetd/pipeline"
 	"github.com/budgetd/budgetd/store/engine"
 )
@@ -25,6 +28,21 @@ type Config struct {
 	Store   engine.Config `yaml:"store"`
 	Analyze AnalyzeConfig `yaml:"analyze"`
 	API     api.Config    `yaml:"api"`
+	Ingest  IngestConfig  `yaml:"ingest"`
+}
+
+// The durability points ingest can acknowledge at.
+const (
+	DurabilityWAL   = "wal"   // fsynced write-ahead log, drained to the store (default)
+	DurabilityBatch = "batch" // the store write itself: no log, but a store outage refuses spans at once
+)
+
+// IngestConfig is the `ingest` section: the OTLP receivers, and where they
+// make spans durable before acknowledging them.
+type IngestConfig struct {
+	Server     ingest.Config  `yaml:",inline"`
+	Durability string         `yaml:"durability"`
+	WAL        durable.Config `yaml:"wal"`
 }
 
 // AnalyzeConfig is the `analyze` section: the detectors' settings and the
@@ -47,7 +65,25 @@ func DefaultConfig() Config {
 		Store:   engine.DefaultConfig(),
 		Analyze: AnalyzeConfig{Detect: analyze.DefaultConfig(), Stream: pipeline.DefaultConfig()},
 		API:     api.DefaultConfig(),
+		Ingest:  IngestConfig{Server: ingest.DefaultConfig(), Durability: DurabilityWAL, WAL: defaultWAL()},
 	}
+}
+
+// defaultWAL leaves the log's directory empty: it then follows the embedded
+// store's data directory (see WithDerived).
+func defaultWAL() durable.Config {
+	c := durable.DefaultConfig()
+	c.Dir = ""
+	return c
+}
+
+// WithDerived fills the settings whose defaults follow other settings:
+// ingest.wal.dir defaults to <store.embedded.data_dir>/wal.
+func (c Config) WithDerived() Config {
+	if c.Ingest.WAL.Dir == "" {
+		c.Ingest.WAL.Dir = filepath.Join(c.Store.Embedded.DataDir, "wal")
+	}
+	return c
 }
 
 // Validate reports the first invalid section, naming the offending keys.
@@ -67,7 +103,19 @@ func (c Config) Validate() error {
 	if err := c.Analyze.Stream.Validate(); err != nil {
 		return err
 	}
-	return c.API.Validate()
+	if err := c.API.Validate(); err != nil {
+		return err
+	}
+	if err := c.Ingest.Server.Validate(); err != nil {
+		return err
+	}
+	switch c.Ingest.Durability {
+	case DurabilityWAL:
+		return c.WithDerived().Ingest.WAL.Validate()
+	case DurabilityBatch:
+		return nil
+	}
+	return fmt.Errorf("ingest.durability must be %q or %q, not %q", DurabilityWAL, DurabilityBatch, c.Ingest.Durability)
 }
 
 // SlogLevel parses log.level.

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/budgetd/budgetd/ingest"
 	"github.com/budgetd/budgetd/schema"
 	"github.com/budgetd/budgetd/wal"
@@ -54,6 +56,8 @@ type Settings struct {
 	// Sink receives every batch after the store acknowledged it, replays
 	// after a restart included. nil: no analysis.
 	Sink ingest.Sink
+	// Registerer receives the log's metrics; nil keeps them private.
+	Registerer prometheus.Registerer
 }
 
 // Durable implements ingest.Durability on the write-ahead log.
@@ -115,8 +119,51 @@ func Open(cfg Config, set Settings) (*Durable, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &Durable{cfg: cfg, log: set.Logger, wal: w, store: set.Store, sink: set.Sink,
 		stop: make(chan struct{}), done: make(chan struct{}), abandon: cancel, acked: cp.Acked}
+	if set.Registerer != nil {
+		if err := d.register(set.Registerer); err != nil {
+			cancel()
+			w.Close()
+			return nil, err
+		}
+	}
 	go d.drain(ctx, cp)
 	return d, nil
+}
+
+// register exposes the log's and the drainer's counters as metrics.
+func (d *Durable) register(reg prometheus.Registerer) error {
+	wstat := func(f func(wal.Stats) float64) func() float64 { return func() float64 { return f(d.wal.Stats()) } }
+	dstat := func(f func(Counters) float64) func() float64 { return func() float64 { return f(d.Counters()) } }
+	collectors := []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "budgetd_wal_bytes", Help: "Bytes in the write-ahead log not yet dropped (acknowledged to senders, some not yet stored)."},
+			wstat(func(s wal.Stats) float64 { return float64(s.Bytes) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "budgetd_wal_appends_total", Help: "Records appended to the write-ahead log."},
+			wstat(func(s wal.Stats) float64 { return float64(s.Appends) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "budgetd_wal_syncs_total", Help: "fsyncs of the write-ahead log (appends per sync is the group-commit factor)."},
+			wstat(func(s wal.Stats) float64 { return float64(s.Syncs) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "budgetd_wal_full_total", Help: "Appends refused because the log was at ingest.wal.max_bytes (answered 503)."},
+			wstat(func(s wal.Stats) float64 { return float64(s.Full) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "budgetd_wal_corrupt_records_total", Help: "Torn or corrupt records cut from the log at start."},
+			wstat(func(s wal.Stats) float64 { return float64(s.CorruptRecords) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "budgetd_wal_truncated_bytes_total", Help: "Bytes cut from damaged log tails at start."},
+			wstat(func(s wal.Stats) float64 { return float64(s.TruncatedBytes) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "budgetd_wal_stored_spans_total", Help: "Spans the drainer wrote to the store."},
+			dstat(func(c Counters) float64 { return float64(c.Spans) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "budgetd_wal_store_batches_total", Help: "Store writes by the drainer."},
+			dstat(func(c Counters) float64 { return float64(c.Batches) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "budgetd_wal_store_write_errors_total", Help: "Failed store write attempts by the drainer (retried)."},
+			dstat(func(c Counters) float64 { return float64(c.WriteErrors) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "budgetd_wal_replayed_batches_total", Help: "Batches rebuilt from the checkpoint after a restart."},
+			dstat(func(c Counters) float64 { return float64(c.Replayed) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "budgetd_wal_undecodable_records_total", Help: "Records skipped because they did not decode."},
+			dstat(func(c Counters) float64 { return float64(c.DecodeErrors) })),
+	}
+	for _, c := range collectors {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("register wal metrics: %w", err)
+		}
+	}
+	return nil
 }
 
 // Commit implements ingest.Durability: it returns once spans are fsynced in

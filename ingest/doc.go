@@ -1,11 +1,26 @@
-// Package ingest turns OTLP trace data into budgetd's span model.
+// Package ingest receives OTLP trace data and turns it into budgetd's span
+// model.
 //
 // It is the only package that imports the OpenTelemetry Collector's pdata,
 // so the rest of budgetd (analyze, store, api) speaks schema.Span only and a
 // pdata upgrade touches one place.
 //
-// Two pieces live here today:
+// The pieces:
 //
+//   - Server is budgetd's OTLP endpoint, a drop-in exporter target for the
+//     OpenTelemetry Collector and the SDKs (DESIGN §6): OTLP/gRPC
+//     TraceService/Export on :4317 and OTLP/HTTP POST /v1/traces on :4318,
+//     protobuf or JSON, gzip or zstd. Both transports share one export
+//     path: decode within the size limit, Converter.Convert, commit to the
+//     Durability, hand the spans to the analysis Sink, answer. A request is
+//     acknowledged only after its spans are committed; malformed requests
+//     get 400 / INVALID_ARGUMENT, oversized ones 413 / RESOURCE_EXHAUSTED,
+//     individually invalid spans a partial_success, and overload or store
+//     trouble 503 / UNAVAILABLE with a retry delay, which senders retry.
+//   - Batcher is the Durability that writes to the store: one writer
+//     goroutine groups concurrent requests into few, large inserts, each
+//     under a dedup token its retries reuse. Package durable implements
+//     the same interface with a write-ahead log.
 //   - Converter turns a decoded ptrace.Traces into []schema.Span. It applies
 //     the limits of DESIGN §6 (attribute values over 2 KiB are truncated;
 //     attributes, events and links beyond a per-span maximum are dropped),

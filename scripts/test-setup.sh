@@ -15,3 +15,7 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 scripts/install-ui-test-deps.sh
+# The ingest tests export through a real OpenTelemetry Collector and load
+# budgetd with telemetrygen; both are built from the Go module proxy once.
+scripts/install-otelcol.sh
+scripts/install-telemetrygen.sh

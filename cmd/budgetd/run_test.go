@@ -121,7 +121,7 @@ func TestServeWithoutLibchdb(t *testing.T) {
 	var out, errOut syncBuffer
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"serve", "--store.engine", "clickhouse", "--store.clickhouse.dsn", srv.DSN("cmdtest"), "--api.endpoint", "127.0.0.1:0"}, &out, &errOut)
+		done <- run(ctx, append([]string{"serve", "--store.engine", "clickhouse", "--store.clickhouse.dsn", srv.DSN("cmdtest")}, localListeners(t)...), &out, &errOut)
 	}()
 	deadline := time.After(time.Minute)
 	for !strings.Contains(errOut.String(), "store ready") {
@@ -146,13 +146,14 @@ func TestServeDemo(t *testing.T) {
 	var out, errOut syncBuffer
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"serve", "--demo", "--store.engine", "clickhouse", "--store.clickhouse.dsn", srv.DSN("demotest"),
-			"--api.endpoint", "127.0.0.1:0"}, &out, &errOut)
+		done <- run(ctx, append([]string{"serve", "--demo", "--store.engine", "clickhouse", "--store.clickhouse.dsn", srv.DSN("demotest")},
+			localListeners(t)...), &out, &errOut)
 	}()
 	addr := ""
 	deadline := time.After(time.Minute)
 	for addr == "" {
-		if _, rest, ok := strings.Cut(errOut.String(), `msg="api listening" addr=`); ok {
+		logged := errOut.String()
+		if _, rest, ok := strings.Cut(logged, `msg="api listening" addr=`); ok && strings.Contains(logged, "demo scenarios loaded") {
 			addr = strings.Fields(rest)[0]
 			break
 		}
@@ -178,4 +179,11 @@ func TestServeDemo(t *testing.T) {
 	}
 	cancel()
 	require.NoError(t, <-done)
+}
+
+// localListeners are serve flags that keep a test's server on free loopback
+// ports with its write-ahead log in a temporary directory.
+func localListeners(t *testing.T) []string {
+	return []string{"--api.endpoint", "127.0.0.1:0", "--ingest.grpc.endpoint", "127.0.0.1:0",
+		"--ingest.http.endpoint", "127.0.0.1:0", "--ingest.wal.dir", t.TempDir()}
 }

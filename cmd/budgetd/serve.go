@@ -2,43 +2,46 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-
-	"github.com/budgetd/budgetd/analyze"
-	"github.com/budgetd/budgetd/api"
+	"github.com/budgetd/budgetd/app"
 	"github.com/budgetd/budgetd/config"
-	"github.com/budgetd/budgetd/pipeline"
-	"github.com/budgetd/budgetd/store/engine"
 )
 
 // configFlags are the flags every command that reads the configuration has.
 // They override the file, which overrides the defaults.
 type configFlags struct {
-	path     string
-	engine   string
-	dataDir  string
-	dsn      string
-	logLevel string
-	apiAddr  string
-	fs       *flag.FlagSet
+	path   string
+	values map[string]*string
+	fs     *flag.FlagSet
+}
+
+// configFlagDefs are the settings that have flags, with where each goes.
+var configFlagDefs = []struct {
+	name, usage string
+	set         func(*config.Config, string)
+}{
+	{"store.engine", "store engine: embedded (default) or clickhouse", func(c *config.Config, v string) { c.Store.Engine = v }},
+	{"store.embedded.data-dir", "embedded engine data `dir` (default ./data)", func(c *config.Config, v string) { c.Store.Embedded.DataDir = v }},
+	{"store.clickhouse.dsn", "ClickHouse `dsn`, clickhouse://host:9000/budgetd", func(c *config.Config, v string) { c.Store.ClickHouse.DSN = v }},
+	{"log.level", "log `level`: debug, info, warn, error", func(c *config.Config, v string) { c.Log.Level = v }},
+	{"api.endpoint", "REST API, /metrics and UI listen `address` (default localhost:8080)", func(c *config.Config, v string) { c.API.Endpoint = v }},
+	{"ingest.grpc.endpoint", "OTLP/gRPC listen `address` (default localhost:4317; empty disables)", func(c *config.Config, v string) { c.Ingest.Server.GRPC.Endpoint = v }},
+	{"ingest.http.endpoint", "OTLP/HTTP listen `address` (default localhost:4318; empty disables)", func(c *config.Config, v string) { c.Ingest.Server.HTTP.Endpoint = v }},
+	{"ingest.durability", "where spans are durable before the ack: wal (default) or batch", func(c *config.Config, v string) { c.Ingest.Durability = v }},
+	{"ingest.wal.dir", "write-ahead log `dir` (default <store.embedded.data-dir>/wal)", func(c *config.Config, v string) { c.Ingest.WAL.Dir = v }},
 }
 
 func addConfigFlags(fs *flag.FlagSet) *configFlags {
-	f := &configFlags{fs: fs}
+	f := &configFlags{fs: fs, values: map[string]*string{}}
 	fs.StringVar(&f.path, "config", "", "YAML configuration `file` (see docs/configuration.md)")
-	fs.StringVar(&f.engine, "store.engine", "", "store engine: embedded (default) or clickhouse")
-	fs.StringVar(&f.dataDir, "store.embedded.data-dir", "", "embedded engine data `dir` (default ./data)")
-	fs.StringVar(&f.dsn, "store.clickhouse.dsn", "", "ClickHouse `dsn`, clickhouse://host:9000/budgetd")
-	fs.StringVar(&f.logLevel, "log.level", "", "log `level`: debug, info, warn, error")
-	fs.StringVar(&f.apiAddr, "api.endpoint", "", "REST API and UI listen `address` (default localhost:8080)")
+	for _, d := range configFlagDefs {
+		f.values[d.name] = fs.String(d.name, "", d.usage)
+	}
 	return f
 }
 
@@ -52,17 +55,10 @@ func (f *configFlags) load() (config.Config, error) {
 		}
 	}
 	f.fs.Visit(func(fl *flag.Flag) {
-		switch fl.Name {
-		case "store.engine":
-			cfg.Store.Engine = f.engine
-		case "store.embedded.data-dir":
-			cfg.Store.Embedded.DataDir = f.dataDir
-		case "store.clickhouse.dsn":
-			cfg.Store.ClickHouse.DSN = f.dsn
-		case "log.level":
-			cfg.Log.Level = f.logLevel
-		case "api.endpoint":
-			cfg.API.Endpoint = f.apiAddr
+		for _, d := range configFlagDefs {
+			if d.name == fl.Name {
+				d.set(&cfg, *f.values[d.name])
+			}
 		}
 	})
 	return cfg, cfg.Validate()
@@ -77,8 +73,9 @@ func newLogger(cfg config.LogConfig, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// shutdownTimeout bounds a graceful stop: in-flight requests finish and held
-// traces are analysed within it.
+// shutdownTimeout bounds a graceful stop: in-flight requests finish, the
+// write-ahead log drains and held traces are analysed within it. Whatever
+// the log still holds after it is stored at the next start.
 const shutdownTimeout = 30 * time.Second
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -98,49 +95,22 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	log := newLogger(cfg.Log, stderr)
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-
-	st, err := engine.Open(ctx, cfg.Store)
-	if err != nil {
-		return fmt.Errorf("open %s store: %w", cfg.Store.Engine, err)
-	}
-	defer st.Close()
-	applied, _, err := st.SchemaVersion(ctx)
-	if err != nil {
-		return fmt.Errorf("read schema version: %w", err)
-	}
-	log.Info("store ready", "engine", cfg.Store.Engine, "database", st.Database(), "schema_version", applied)
-
-	analysis, err := pipeline.New(cfg.Analyze.Stream, pipeline.Settings{
-		Logger: log, Store: st, Analyzer: analyze.New(cfg.Analyze.Detect), Registerer: reg,
-	})
+	a, err := app.Start(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	analysis.Start()
 	if *demo {
-		n, err := loadDemo(ctx, st, analysis, time.Now())
+		n, err := loadDemo(ctx, a.Store(), a.Analysis(), time.Now())
 		if err != nil {
+			_ = a.Shutdown(context.Background())
 			return err
 		}
 		log.Info("demo scenarios loaded", "spans", n)
 	}
 
-	apiServer, err := api.New(cfg.API, api.Settings{Logger: log, Store: st, Gatherer: reg, Registerer: reg})
-	if err != nil {
-		return err
-	}
-	if err := apiServer.Start(); err != nil {
-		return err
-	}
-	log.Info("api listening", "addr", apiServer.Addr())
-
 	<-ctx.Done()
 	log.Info("shutting down")
 	stopCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
-	// Order matters: stop taking spans, analyse what is held, then stop
-	// answering queries about it.
-	return errors.Join(analysis.Shutdown(stopCtx), apiServer.Shutdown(stopCtx))
+	return a.Shutdown(stopCtx)
 }

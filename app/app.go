@@ -1,0 +1,148 @@
+// Package app wires budgetd's server together from its configuration: the
+// store, the durability point (write-ahead log or direct batches), the OTLP
+// receivers, the streaming analysis and the API. `budgetd serve` is a thin
+// shell around it, and tests start the same wiring in process.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/budgetd/budgetd/analyze"
+	"github.com/budgetd/budgetd/api"
+	"github.com/budgetd/budgetd/config"
+	"github.com/budgetd/budgetd/durable"
+	"github.com/budgetd/budgetd/ingest"
+	"github.com/budgetd/budgetd/pipeline"
+	"github.com/budgetd/budgetd/store/chsql"
+	"github.com/budgetd/budgetd/store/engine"
+)
+
+// App is a running budgetd server.
+type App struct {
+	log      *slog.Logger
+	store    *chsql.Store
+	analysis *pipeline.Pipeline
+	ingest   *ingest.Server
+	api      *api.Server
+	registry *prometheus.Registry
+}
+
+// Start opens the store, replays the write-ahead log and starts every
+// listener. On error everything started so far is stopped again.
+func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.WithDerived()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	a = &App{log: log, registry: prometheus.NewRegistry()}
+	a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var cleanup []func(context.Context) error
+	defer func() {
+		if err != nil {
+			for i := len(cleanup) - 1; i >= 0; i-- {
+				_ = cleanup[i](context.Background())
+			}
+		}
+	}()
+
+	if a.store, err = engine.Open(ctx, cfg.Store); err != nil {
+		return nil, fmt.Errorf("open %s store: %w", cfg.Store.Engine, err)
+	}
+	cleanup = append(cleanup, func(context.Context) error { return a.store.Close() })
+	applied, _, err := a.store.SchemaVersion(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read schema version: %w", err)
+	}
+	log.Info("store ready", "engine", cfg.Store.Engine, "database", a.store.Database(), "schema_version", applied)
+
+	a.analysis, err = pipeline.New(cfg.Analyze.Stream, pipeline.Settings{
+		Logger: log, Store: a.store, Analyzer: analyze.New(cfg.Analyze.Detect), Registerer: a.registry,
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.analysis.Start()
+	cleanup = append(cleanup, a.analysis.Shutdown)
+
+	// With the write-ahead log the drainer feeds the analysis after each
+	// store write, so spans replayed after a restart are analysed too.
+	var dur ingest.Durability
+	var sink ingest.Sink = a.analysis
+	switch cfg.Ingest.Durability {
+	case config.DurabilityWAL:
+		d, err := durable.Open(cfg.Ingest.WAL, durable.Settings{Logger: log, Store: a.store, Sink: a.analysis, Registerer: a.registry})
+		if err != nil {
+			return nil, err
+		}
+		dur, sink = d, ingest.NopSink{}
+	default:
+		b, err := ingest.NewBatcher(cfg.Ingest.Server.Batch, a.store, ingest.BatcherSettings{Logger: log, Registerer: a.registry})
+		if err != nil {
+			return nil, err
+		}
+		dur = b
+	}
+	a.ingest, err = ingest.New(cfg.Ingest.Server, ingest.Settings{Logger: log, Durability: dur, Sink: sink, Registerer: a.registry})
+	if err != nil {
+		_ = dur.Shutdown(ctx)
+		return nil, err
+	}
+	if err := a.ingest.Start(ctx); err != nil {
+		_ = a.ingest.Shutdown(ctx)
+		return nil, err
+	}
+	cleanup = append(cleanup, a.ingest.Shutdown)
+	grpcAddr, httpAddr := a.ingest.Addrs()
+	log.Info("otlp listening", "grpc", addrString(grpcAddr), "http", addrString(httpAddr), "durability", cfg.Ingest.Durability)
+
+	a.api, err = api.New(cfg.API, api.Settings{Logger: log, Store: a.store, Gatherer: a.registry, Registerer: a.registry})
+	if err != nil {
+		return nil, err
+	}
+	if err := a.api.Start(); err != nil {
+		return nil, err
+	}
+	log.Info("api listening", "addr", a.api.Addr())
+	return a, nil
+}
+
+func addrString(a net.Addr) string {
+	if a == nil {
+		return "off"
+	}
+	return a.String()
+}
+
+// Shutdown stops in dependency order: stop taking spans (ingest drains its
+// requests and its durability), analyse what is held, stop answering
+// queries, close the store.
+func (a *App) Shutdown(ctx context.Context) error {
+	return errors.Join(
+		a.ingest.Shutdown(ctx),
+		a.analysis.Shutdown(ctx),
+		a.api.Shutdown(ctx),
+		a.store.Close(),
+	)
+}
+
+// IngestAddrs returns the OTLP listeners' addresses (nil when disabled).
+func (a *App) IngestAddrs() (grpc, http net.Addr) { return a.ingest.Addrs() }
+
+// APIAddr returns the API's address.
+func (a *App) APIAddr() string { return a.api.Addr() }
+
+// Store returns the store.
+func (a *App) Store() *chsql.Store { return a.store }
+
+// Analysis returns the streaming analysis (for Flush in tests and --demo).
+func (a *App) Analysis() *pipeline.Pipeline { return a.analysis }

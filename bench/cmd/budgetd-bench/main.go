@@ -1,0 +1,199 @@
+// Command budgetd-bench loads the OpenTelemetry Collector (otlp → nop) and
+// budgetd (embedded store, and a ClickHouse server) with the same OTLP load
+// on this machine, one after the other, and prints a comparison table.
+//
+//	go run ./bench/cmd/budgetd-bench [-duration 30s] [-clients 8]
+//
+// `make bench-compare` builds what it needs and runs it.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+
+	"github.com/budgetd/budgetd/bench"
+	"github.com/budgetd/budgetd/store/clickhouse/clickhousetest"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	err := run(ctx, os.Args[1:], os.Stdout)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "budgetd-bench:", err)
+		os.Exit(1)
+	}
+}
+
+type row struct {
+	name   string
+	res    bench.Result
+	cpu    time.Duration
+	rssMiB float64
+	note   string
+}
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("budgetd-bench", flag.ContinueOnError)
+	duration := fs.Duration("duration", 30*time.Second, "measured load `period` per target")
+	warmup := fs.Duration("warmup", 5*time.Second, "unmeasured load `period` before it")
+	clients := fs.Int("clients", 8, "concurrent senders")
+	spansPer := fs.Int("spans-per-request", 1000, "spans in one export request")
+	distinct := fs.Int("requests", 200, "distinct pre-built requests, sent round-robin")
+	targets := fs.String("targets", "collector,embedded,clickhouse", "comma-separated targets to load")
+	budgetdBin := fs.String("budgetd", "bin/budgetd", "budgetd `binary`")
+	otelcolBin := fs.String("otelcol", ".cache/otelcol/otelcol-budgetd", "Collector `binary` (make test-setup builds it)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	// Targets run in their own directories: binaries must be absolute.
+	for _, p := range []*string{budgetdBin, otelcolBin} {
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			return err
+		}
+		*p = abs
+	}
+	work, err := os.MkdirTemp("", "budgetd-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+
+	fmt.Fprintf(out, "building %d requests of %d spans...\n", *distinct, *spansPer)
+	reqs := bench.Requests(*distinct, *spansPer)
+
+	var rows []row
+	for _, name := range strings.Split(*targets, ",") {
+		dir := filepath.Join(work, name)
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return err
+		}
+		var t *bench.Target
+		switch name {
+		case "collector":
+			t, err = bench.StartCollector(ctx, *otelcolBin, dir)
+		case "embedded":
+			t, err = bench.StartBudgetd(ctx, *budgetdBin, dir, "budgetd embedded")
+		case "clickhouse":
+			srv, serr := clickhousetest.StartIn(filepath.Join(dir, "clickhouse"))
+			if serr != nil {
+				return serr
+			}
+			t, err = bench.StartBudgetd(ctx, *budgetdBin, dir, "budgetd clickhouse-server 18.16",
+				"--store.engine", "clickhouse", "--store.clickhouse.dsn", srv.DSN("budgetd"))
+			if err == nil {
+				t.SetExtra(srv.PID, srv.Stop)
+			} else {
+				_ = srv.Stop()
+			}
+		default:
+			return fmt.Errorf("unknown target %q", name)
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "loading %s for %s...\n", t.Name, *warmup+*duration)
+		r, err := measure(ctx, t, reqs, *spansPer, *clients, *warmup, *duration)
+		if serr := t.Stop(); err == nil {
+			err = serr
+		}
+		if err != nil {
+			return err
+		}
+		rows = append(rows, r)
+	}
+	print(out, rows, *clients, *spansPer)
+	return nil
+}
+
+// measure warms the target up, then drives it for duration while reading
+// its processes' CPU time at both ends of the measured window.
+func measure(ctx context.Context, t *bench.Target, reqs []ptraceotlp.ExportRequest, spansPer, clients int, warmup, duration time.Duration) (row, error) {
+	if _, err := bench.Drive(ctx, t.Endpoint, reqs, spansPer, clients, 0, warmup); err != nil {
+		return row{}, err
+	}
+	cpu0, err := cpuOf(t)
+	if err != nil {
+		return row{}, err
+	}
+	res, err := bench.Drive(ctx, t.Endpoint, reqs, spansPer, clients, 0, duration)
+	if err != nil {
+		return row{}, err
+	}
+	cpu1, err := cpuOf(t)
+	if err != nil {
+		return row{}, err
+	}
+	var rss int64
+	for _, pid := range t.PIDs() {
+		r, err := bench.PeakRSS(pid)
+		if err != nil {
+			return row{}, err
+		}
+		rss += r
+	}
+	return row{name: t.Name, res: res, cpu: cpu1 - cpu0, rssMiB: float64(rss) / (1 << 20)}, nil
+}
+
+func cpuOf(t *bench.Target) (time.Duration, error) {
+	var total time.Duration
+	for _, pid := range t.PIDs() {
+		c, err := bench.CPUTime(pid)
+		if err != nil {
+			return 0, err
+		}
+		total += c
+	}
+	return total, nil
+}
+
+func print(out io.Writer, rows []row, clients, spansPer int) {
+	fmt.Fprintf(out, "\n%d clients, %d spans per request, %s\n\n", clients, spansPer, machine())
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "target\tspans/s\tvs collector\tCPU s / 1M spans\tpeak RSS MiB\tack p50 ms\tack p99 ms\trefused\t")
+	var ceiling float64
+	for _, r := range rows {
+		if strings.HasPrefix(r.name, "otelcol") {
+			ceiling = r.res.SpansPerSecond()
+		}
+	}
+	for _, r := range rows {
+		ratio := "-"
+		if ceiling > 0 {
+			ratio = fmt.Sprintf("%.0f %%", 100*r.res.SpansPerSecond()/ceiling)
+		}
+		perM := 0.0
+		if r.res.Spans > 0 {
+			perM = r.cpu.Seconds() / (float64(r.res.Spans) / 1e6)
+		}
+		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%.2f\t%.0f\t%.1f\t%.1f\t%d\t\n", r.name, r.res.SpansPerSecond(), ratio, perM, r.rssMiB,
+			float64(r.res.P50.Microseconds())/1000, float64(r.res.P99.Microseconds())/1000, r.res.Refused)
+	}
+	tw.Flush()
+}
+
+func machine() string {
+	cpu := "unknown CPU"
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(line, "model name"); ok {
+				cpu = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	out, _ := exec.Command("nproc").Output()
+	return fmt.Sprintf("%s cores of %s", strings.TrimSpace(string(out)), cpu)
+}

@@ -1,0 +1,160 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// Target is one system under load: its processes and its OTLP/gRPC endpoint.
+type Target struct {
+	Name     string
+	Endpoint string
+	procs    []*exec.Cmd
+	extraPID func() int // a process started elsewhere (the ClickHouse server)
+	stop     func() error
+}
+
+// PIDs returns the processes whose CPU and memory count for the target.
+func (t *Target) PIDs() []int {
+	var out []int
+	for _, c := range t.procs {
+		out = append(out, c.Process.Pid)
+	}
+	if t.extraPID != nil {
+		if p := t.extraPID(); p != 0 {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Stop ends the target's processes.
+func (t *Target) Stop() error {
+	var errs []error
+	for _, c := range t.procs {
+		_ = c.Process.Signal(syscall.SIGTERM)
+		done := make(chan error, 1)
+		go func() { done <- c.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = c.Process.Kill()
+			<-done
+		}
+	}
+	if t.stop != nil {
+		errs = append(errs, t.stop())
+	}
+	return errors.Join(errs...)
+}
+
+// FreePort asks the kernel for a free loopback port.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// start runs a command with its output in dir/<name>.log and waits until
+// addr accepts connections.
+func start(ctx context.Context, dir, name, addr string, argv ...string) (*exec.Cmd, error) {
+	log, err := os.Create(filepath.Join(dir, name+".log"))
+	if err != nil {
+		return nil, err
+	}
+	defer log.Close()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.Dir = dir
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return cmd, nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			return nil, fmt.Errorf("%s did not listen on %s (see %s.log)", name, addr, name)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// StartCollector runs the OpenTelemetry Collector with an otlp receiver and a
+// nop exporter: the cost of receiving OTLP here, with nothing behind it.
+func StartCollector(ctx context.Context, binary, dir string) (*Target, error) {
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	endpoint := "127.0.0.1:" + strconv.Itoa(port)
+	config := fmt.Sprintf(`receivers:
+  otlp:
+    protocols:
+      grpc:
+        endpoint: %s
+exporters:
+  nop:
+service:
+  telemetry:
+    metrics:
+      level: none
+  pipelines:
+    traces:
+      receivers: [otlp]
+      exporters: [nop]
+`, endpoint)
+	path := filepath.Join(dir, "otelcol.yaml")
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+		return nil, err
+	}
+	cmd, err := start(ctx, dir, "otelcol", endpoint, binary, "--config", path)
+	if err != nil {
+		return nil, err
+	}
+	return &Target{Name: "otelcol → nop", Endpoint: endpoint, procs: []*exec.Cmd{cmd}}, nil
+}
+
+// StartBudgetd runs `budgetd serve` with the given store flags, detection on.
+func StartBudgetd(ctx context.Context, binary, dir, name string, storeFlags ...string) (*Target, error) {
+	grpcPort, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	apiPort, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	endpoint := "127.0.0.1:" + strconv.Itoa(grpcPort)
+	args := append([]string{binary, "serve",
+		"--ingest.grpc.endpoint", endpoint, "--ingest.http.endpoint", "",
+		"--api.endpoint", "127.0.0.1:" + strconv.Itoa(apiPort),
+		"--store.embedded.data-dir", filepath.Join(dir, "data"), "--log.level", "warn"}, storeFlags...)
+	cmd, err := start(ctx, dir, "budgetd-"+name, endpoint, args...)
+	if err != nil {
+		return nil, err
+	}
+	return &Target{Name: name, Endpoint: endpoint, procs: []*exec.Cmd{cmd}}, nil
+}
+
+// SetExtra adds a process started elsewhere (a ClickHouse server) to the
+// target's accounting, and how to stop it.
+func (t *Target) SetExtra(pid func() int, stop func() error) {
+	t.extraPID, t.stop = pid, stop
+}

@@ -1,0 +1,228 @@
+package ingest
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"time"
+)
+
+// Size limits of DESIGN §6. They bound the bytes one request may hold after
+// decompression, which is what memory use follows.
+const (
+	// DefaultGRPCMaxRecvMsgBytes is gRPC's own default message limit; the
+	// OpenTelemetry exporters keep their requests under it.
+	DefaultGRPCMaxRecvMsgBytes = 4 << 20
+	// MaxGRPCMaxRecvMsgBytes is the largest grpc.max_recv_msg_bytes Validate
+	// accepts: a decoded request takes several times its wire size.
+	MaxGRPCMaxRecvMsgBytes = 64 << 20
+	// DefaultHTTPMaxRequestBytes is the OTLP/HTTP request limit.
+	DefaultHTTPMaxRequestBytes = 20 << 20
+)
+
+// Config is the `ingest` section of budgetd's configuration: where the OTLP
+// listeners bind, how large and how slow a request may be, how spans are
+// batched into the store and what a span may carry.
+type Config struct {
+	GRPC GRPCConfig `yaml:"grpc"`
+	HTTP HTTPConfig `yaml:"http"`
+	// MaxConcurrentRequests bounds the requests being decoded, converted
+	// and committed at once over both transports. A request beyond it is
+	// answered 503 / UNAVAILABLE at once: each holds its decoded body, so
+	// this is what bounds ingest's memory when senders outpace the store.
+	MaxConcurrentRequests int `yaml:"max_concurrent_requests"`
+	// RetryAfter is the delay a refused sender is told to wait (HTTP
+	// Retry-After, gRPC RetryInfo) when the queue is full or the store is
+	// unavailable.
+	RetryAfter time.Duration `yaml:"retry_after"`
+	// Batch configures the Batcher that commits accepted spans to the
+	// store. The Server itself only needs a Durability; `budgetd serve`
+	// builds the Batcher from this section.
+	Batch BatcherConfig `yaml:"batch"`
+	// Limits bounds what one span may carry.
+	Limits Limits `yaml:"limits"`
+}
+
+// GRPCConfig is the `ingest.grpc` section: the OTLP/gRPC listener.
+type GRPCConfig struct {
+	// Endpoint is host:port to listen on; "" disables OTLP/gRPC.
+	Endpoint string `yaml:"endpoint"`
+	// MaxRecvMsgBytes bounds one request after decompression; larger ones
+	// get RESOURCE_EXHAUSTED.
+	MaxRecvMsgBytes int `yaml:"max_recv_msg_bytes"`
+	// MaxConcurrentStreams bounds the requests one connection may have in
+	// flight.
+	MaxConcurrentStreams uint32 `yaml:"max_concurrent_streams"`
+	// ConnectionTimeout bounds a new connection's HTTP/2 handshake, so a
+	// client that connects and says nothing does not hold a connection.
+	ConnectionTimeout time.Duration `yaml:"connection_timeout"`
+}
+
+// HTTPConfig is the `ingest.http` section: the OTLP/HTTP listener.
+type HTTPConfig struct {
+	// Endpoint is host:port to listen on; "" disables OTLP/HTTP.
+	Endpoint string `yaml:"endpoint"`
+	// MaxRequestBytes bounds one request body after decompression (and
+	// before it, on the wire); larger ones get 413.
+	MaxRequestBytes int64 `yaml:"max_request_bytes"`
+	// ReadHeaderTimeout bounds reading a request's headers.
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
+	// ReadTimeout bounds reading a whole request, body included, so a
+	// sender trickling bytes cannot hold a connection and its buffer.
+	ReadTimeout time.Duration `yaml:"read_timeout"`
+	// WriteTimeout bounds the time from the end of the request headers to
+	// the end of the response, the commit to the store included, so it
+	// must exceed batch.flush_interval plus the store's write time.
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+	// IdleTimeout closes keep-alive connections idle for this long.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+}
+
+// DefaultConfig returns the defaults of DESIGN §6: OTLP's standard ports on
+// localhost only, 4 MiB gRPC and 20 MiB HTTP requests.
+func DefaultConfig() Config {
+	return Config{
+		GRPC: GRPCConfig{
+			Endpoint:             "localhost:4317",
+			MaxRecvMsgBytes:      DefaultGRPCMaxRecvMsgBytes,
+			MaxConcurrentStreams: 100,
+			ConnectionTimeout:    10 * time.Second,
+		},
+		HTTP: HTTPConfig{
+			Endpoint:          "localhost:4318",
+			MaxRequestBytes:   DefaultHTTPMaxRequestBytes,
+			ReadHeaderTimeout: 10 * time.Second,
+			ReadTimeout:       30 * time.Second,
+			WriteTimeout:      60 * time.Second,
+			IdleTimeout:       2 * time.Minute,
+		},
+		MaxConcurrentRequests: 64,
+		RetryAfter:            time.Second,
+		Batch:                 DefaultBatcherConfig(),
+		Limits:                DefaultLimits(),
+	}
+}
+
+// Validate reports the first setting that cannot work, naming its key.
+func (c Config) Validate() error {
+	if c.GRPC.Endpoint == "" && c.HTTP.Endpoint == "" {
+		return errors.New("ingest.grpc.endpoint and ingest.http.endpoint must not both be empty")
+	}
+	if err := validEndpoint("ingest.grpc.endpoint", c.GRPC.Endpoint); err != nil {
+		return err
+	}
+	if c.GRPC.MaxRecvMsgBytes <= 0 {
+		return errors.New("ingest.grpc.max_recv_msg_bytes must be > 0")
+	}
+	if c.GRPC.MaxRecvMsgBytes > MaxGRPCMaxRecvMsgBytes {
+		return fmt.Errorf("ingest.grpc.max_recv_msg_bytes must be <= %d (64 MiB)", MaxGRPCMaxRecvMsgBytes)
+	}
+	if c.GRPC.MaxConcurrentStreams == 0 {
+		return errors.New("ingest.grpc.max_concurrent_streams must be > 0")
+	}
+	if c.GRPC.ConnectionTimeout <= 0 {
+		return errors.New("ingest.grpc.connection_timeout must be > 0")
+	}
+	if err := validEndpoint("ingest.http.endpoint", c.HTTP.Endpoint); err != nil {
+		return err
+	}
+	if c.HTTP.MaxRequestBytes <= 0 {
+		return errors.New("ingest.http.max_request_bytes must be > 0")
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{
+		{"ingest.http.read_header_timeout", c.HTTP.ReadHeaderTimeout},
+		{"ingest.http.read_timeout", c.HTTP.ReadTimeout},
+		{"ingest.http.write_timeout", c.HTTP.WriteTimeout},
+		{"ingest.http.idle_timeout", c.HTTP.IdleTimeout},
+		{"ingest.retry_after", c.RetryAfter},
+	} {
+		if d.v <= 0 {
+			return errors.New(d.key + " must be > 0")
+		}
+	}
+	if c.MaxConcurrentRequests <= 0 {
+		return errors.New("ingest.max_concurrent_requests must be > 0")
+	}
+	if err := c.Batch.Validate(); err != nil {
+		return err
+	}
+	return c.Limits.Validate()
+}
+
+// validEndpoint checks that a non-empty endpoint is host:port.
+func validEndpoint(key, endpoint string) error {
+	if endpoint == "" {
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(endpoint); err != nil {
+		return fmt.Errorf("%s must be host:port, not %q", key, endpoint)
+	}
+	return nil
+}
+
+// BatcherConfig is the `ingest.batch` section: how accepted spans are
+// grouped into store writes.
+type BatcherConfig struct {
+	// MaxSpans is the most spans one store write carries. Requests are
+	// never split, so a single request larger than this is written alone.
+	MaxSpans int `yaml:"max_spans"`
+	// FlushInterval is the shortest time between the starts of two store
+	// writes, unless the queue holds MaxSpans. It caps the insert rate
+	// (ClickHouse wants few, large inserts): requests arriving meanwhile
+	// share the next write. A request arriving after a quiet spell is
+	// written at once; under load, each waits up to this long for its
+	// acknowledgement. 0 writes whenever the previous write is done.
+	FlushInterval time.Duration `yaml:"flush_interval"`
+	// QueueSpans bounds the spans waiting for a write (the batch being
+	// written is not counted). A request that does not fit is refused with
+	// 503 / UNAVAILABLE, so the sender backs off and retries.
+	QueueSpans int `yaml:"queue_spans"`
+	// StoreTimeout bounds one store write attempt.
+	StoreTimeout time.Duration `yaml:"store_timeout"`
+	// RetryTimeout bounds the time a batch is retried after transient
+	// store failures; its requests are then refused with 503.
+	RetryTimeout time.Duration `yaml:"retry_timeout"`
+	// RetryBackoff is the first pause between attempts; it doubles up to
+	// maxRetryBackoff.
+	RetryBackoff time.Duration `yaml:"retry_backoff"`
+}
+
+// maxRetryBackoff caps the pause between store write attempts. A longer one
+// would only delay recovery: the senders' own deadlines bound the retrying.
+const maxRetryBackoff = 2 * time.Second
+
+// DefaultBatcherConfig returns batches of up to 8192 spans, at most 20
+// writes a second, and a queue of 64Ki spans (around 100 MB of typical
+// spans).
+func DefaultBatcherConfig() BatcherConfig {
+	return BatcherConfig{
+		MaxSpans:      8192,
+		FlushInterval: 50 * time.Millisecond,
+		QueueSpans:    65536,
+		StoreTimeout:  10 * time.Second,
+		RetryTimeout:  30 * time.Second,
+		RetryBackoff:  100 * time.Millisecond,
+	}
+}
+
+// Validate reports the first setting that cannot work, naming its key.
+func (c BatcherConfig) Validate() error {
+	switch {
+	case c.MaxSpans <= 0:
+		return errors.New("ingest.batch.max_spans must be > 0")
+	case c.FlushInterval < 0:
+		return errors.New("ingest.batch.flush_interval must be >= 0")
+	case c.QueueSpans <= 0:
+		return errors.New("ingest.batch.queue_spans must be > 0")
+	case c.StoreTimeout <= 0:
+		return errors.New("ingest.batch.store_timeout must be > 0")
+	case c.RetryTimeout < 0:
+		return errors.New("ingest.batch.retry_timeout must be >= 0")
+	case c.RetryBackoff <= 0:
+		return errors.New("ingest.batch.retry_backoff must be > 0")
+	}
+	return nil
+}

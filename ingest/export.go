@@ -1,0 +1,193 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"google.golang.org/grpc/codes"
+)
+
+// outcome is how an OTLP request ended. It is the closed set every answer
+// comes from: each outcome has one HTTP status, one gRPC code and one
+// metric label, defined in this file and nowhere else.
+type outcome uint8
+
+const (
+	outcomeOK                  outcome = iota // every span stored
+	outcomePartial                            // some spans rejected, the rest stored
+	outcomeMalformed                          // the body does not decode
+	outcomeTooLarge                           // over the size limit after decompression
+	outcomeUnsupportedType                    // HTTP Content-Type not OTLP
+	outcomeUnsupportedEncoding                // HTTP Content-Encoding not gzip/zstd
+	outcomeOverloaded                         // queue or concurrency limit full
+	outcomeUnavailable                        // store down or slow, or shutting down
+	outcomeCanceled                           // the sender went away first
+	outcomeNotFound                           // HTTP path not /v1/traces
+	outcomeMethodNotAllowed                   // HTTP method not POST
+)
+
+// String is the `outcome` metric label.
+func (o outcome) String() string {
+	switch o {
+	case outcomeOK:
+		return "ok"
+	case outcomePartial:
+		return "partial"
+	case outcomeMalformed:
+		return "malformed"
+	case outcomeTooLarge:
+		return "too_large"
+	case outcomeUnsupportedType:
+		return "unsupported_media_type"
+	case outcomeUnsupportedEncoding:
+		return "unsupported_encoding"
+	case outcomeOverloaded:
+		return "overloaded"
+	case outcomeUnavailable:
+		return "unavailable"
+	case outcomeCanceled:
+		return "canceled"
+	case outcomeNotFound:
+		return "not_found"
+	case outcomeMethodNotAllowed:
+		return "method_not_allowed"
+	}
+	return "unknown"
+}
+
+// httpStatus is the OTLP/HTTP status of an outcome. 503 is the one status
+// (with 429, 502 and 504) OTLP senders retry; everything else in 4xx tells
+// them the data is bad and retrying will not help.
+func (o outcome) httpStatus() int {
+	switch o {
+	case outcomeOK, outcomePartial:
+		return http.StatusOK
+	case outcomeMalformed, outcomeUnsupportedEncoding:
+		return http.StatusBadRequest
+	case outcomeTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case outcomeUnsupportedType:
+		return http.StatusUnsupportedMediaType
+	case outcomeNotFound:
+		return http.StatusNotFound
+	case outcomeMethodNotAllowed:
+		return http.StatusMethodNotAllowed
+	default: // overloaded, unavailable, canceled
+		return http.StatusServiceUnavailable
+	}
+}
+
+// grpcCode is the OTLP/gRPC code of an outcome. UNAVAILABLE is retried by
+// OTLP senders; RESOURCE_EXHAUSTED only with a RetryInfo, which a request
+// over the size limit does not get.
+func (o outcome) grpcCode() codes.Code {
+	switch o {
+	case outcomeOK, outcomePartial:
+		return codes.OK
+	case outcomeMalformed, outcomeUnsupportedType, outcomeUnsupportedEncoding:
+		return codes.InvalidArgument
+	case outcomeTooLarge:
+		return codes.ResourceExhausted
+	case outcomeCanceled:
+		return codes.Canceled
+	case outcomeNotFound, outcomeMethodNotAllowed:
+		return codes.Unimplemented
+	default: // overloaded, unavailable
+		return codes.Unavailable
+	}
+}
+
+// retryable reports whether the sender is told when to retry.
+func (o outcome) retryable() bool {
+	return o == outcomeOverloaded || o == outcomeUnavailable || o == outcomeCanceled
+}
+
+// requestError is a failed request: its outcome and what the sender is told.
+type requestError struct {
+	outcome outcome
+	err     error
+}
+
+func (e *requestError) Error() string { return e.err.Error() }
+func (e *requestError) Unwrap() error { return e.err }
+
+// fail returns a requestError with outcome o around err.
+func fail(o outcome, err error) *requestError { return &requestError{outcome: o, err: err} }
+
+// outcomeOf returns the outcome of a failed request: the requestError's
+// own, or for errors from Commit the retryable outcome they stand for.
+// Every store failure asks the sender to retry: the request itself was
+// valid, and failures that are not "unreachable" (a merge backlog, a memory
+// limit) pass too.
+func outcomeOf(err error) outcome {
+	var re *requestError
+	switch {
+	case errors.As(err, &re):
+		return re.outcome
+	case errors.Is(err, ErrOverloaded):
+		return outcomeOverloaded
+	case errors.Is(err, context.Canceled):
+		return outcomeCanceled
+	default: // ErrClosed, store.ErrUnavailable, deadlines, other store errors
+		return outcomeUnavailable
+	}
+}
+
+// refusedReason is the spans_refused_total label for a failed commit.
+func refusedReason(err error) string {
+	switch {
+	case errors.Is(err, ErrOverloaded):
+		return refusedOverloaded
+	case errors.Is(err, ErrClosed):
+		return refusedShutdown
+	case errors.Is(err, context.Canceled):
+		return refusedCanceled
+	default:
+		return refusedUnavailable
+	}
+}
+
+// export is the one export path both transports share once they have
+// decoded a request: convert with the limits, make the valid spans durable,
+// hand them to analysis, and build the response, with partial_success when
+// spans were rejected. It returns an error only when nothing was stored
+// and the sender should retry.
+func (s *Server) export(ctx context.Context, td ptrace.Traces, transport string) (ptraceotlp.ExportResponse, outcome, error) {
+	received := td.SpanCount()
+	res := s.conv.Convert(td)
+	s.m.converted(transport, received, res.Stats)
+
+	if len(res.Spans) > 0 {
+		if err := s.dur.Commit(ctx, res.Spans); err != nil {
+			reason := refusedReason(err)
+			s.m.spansRefused.WithLabelValues(reason).Add(float64(len(res.Spans)))
+			if reason == refusedOverloaded {
+				if ok, suppressed := s.throttle.allow("overloaded", time.Now()); ok {
+					s.log.Warn("ingest queue full, refusing requests until the store catches up",
+						"transport", transport, "suppressed_lines", suppressed)
+				}
+			}
+			return ptraceotlp.ExportResponse{}, outcomeOf(err), fmt.Errorf("commit %d spans: %w", len(res.Spans), err)
+		}
+		s.m.spansAccepted.WithLabelValues(transport).Add(float64(len(res.Spans)))
+		s.sink.Spans(res.Spans)
+	}
+
+	resp := ptraceotlp.NewExportResponse()
+	if res.Rejected == 0 {
+		return resp, outcomeOK, nil
+	}
+	ps := resp.PartialSuccess()
+	ps.SetRejectedSpans(int64(res.Rejected))
+	ps.SetErrorMessage(res.RejectReason)
+	if ok, suppressed := s.throttle.allow("rejected", time.Now()); ok {
+		s.log.Warn("rejected invalid spans", "transport", transport, "rejected", res.Rejected,
+			"reason", res.RejectReason, "suppressed_lines", suppressed)
+	}
+	return resp, outcomePartial, nil
+}

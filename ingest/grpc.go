@@ -1,0 +1,201 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/stats"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// OTLP/gRPC's trace service, as in opentelemetry-proto's
+// collector/trace/v1/trace_service.proto.
+const (
+	traceServiceName = "opentelemetry.proto.collector.trace.v1.TraceService"
+	traceServiceFile = "opentelemetry/proto/collector/trace/v1/trace_service.proto"
+)
+
+// The gRPC service is registered by hand rather than with ptraceotlp's
+// RegisterGRPCServer, which decodes the request inside gRPC's codec: gRPC
+// reports any codec failure as INTERNAL, but OTLP wants INVALID_ARGUMENT
+// for a malformed request (INTERNAL is also what a server bug looks like).
+// Here gRPC hands over the raw message and the handler decodes it with
+// pdata itself, so every outcome comes from the one table in export.go.
+
+// traceService is the handler type of the service description.
+type traceService interface {
+	exportGRPC(ctx context.Context, dec func(any) error) (*rawMessage, error)
+}
+
+// traceServiceDesc describes TraceService/Export with a handler that takes
+// the request as raw bytes.
+func traceServiceDesc() *grpc.ServiceDesc {
+	return &grpc.ServiceDesc{
+		ServiceName: traceServiceName,
+		HandlerType: (*traceService)(nil),
+		Methods: []grpc.MethodDesc{{
+			MethodName: "Export",
+			Handler: func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+				return srv.(traceService).exportGRPC(ctx, dec)
+			},
+		}},
+		Metadata: traceServiceFile,
+	}
+}
+
+// newGRPCServer builds the OTLP/gRPC server. Messages over
+// max_recv_msg_bytes, compressed or after decompression, are refused by
+// gRPC itself with RESOURCE_EXHAUSTED before they are fully read.
+func (s *Server) newGRPCServer() *grpc.Server {
+	srv := grpc.NewServer(
+		grpc.ForceServerCodecV2(rawCodec{fallback: encoding.GetCodecV2("proto")}),
+		grpc.MaxRecvMsgSize(s.cfg.GRPC.MaxRecvMsgBytes),
+		grpc.MaxConcurrentStreams(s.cfg.GRPC.MaxConcurrentStreams),
+		grpc.ConnectionTimeout(s.cfg.GRPC.ConnectionTimeout),
+		// Stop (Shutdown past its deadline) waits for handlers to
+		// return, so none runs after Shutdown.
+		grpc.WaitForHandlers(true),
+		grpc.StatsHandler(&wireBytes{counter: s.m.requestBytes.WithLabelValues(transportGRPC, "wire")}),
+	)
+	srv.RegisterService(traceServiceDesc(), s)
+	return srv
+}
+
+// exportGRPC is the OTLP/gRPC handler.
+func (s *Server) exportGRPC(ctx context.Context, dec func(any) error) (*rawMessage, error) {
+	start := time.Now()
+	resp, o, err := s.exportGRPCRequest(ctx, dec)
+	s.m.requestDuration.WithLabelValues(transportGRPC, o.String()).Observe(time.Since(start).Seconds())
+	return resp, err
+}
+
+// exportGRPCRequest answers one request and returns its outcome.
+func (s *Server) exportGRPCRequest(ctx context.Context, dec func(any) error) (*rawMessage, outcome, error) {
+	if !s.acquire() {
+		return nil, outcomeOverloaded, s.grpcError(fail(outcomeOverloaded, errors.New("too many concurrent requests")))
+	}
+	defer s.release()
+
+	var in rawMessage
+	if err := dec(&in); err != nil {
+		// gRPC read the message: RESOURCE_EXHAUSTED is its size limit;
+		// CANCELED and DEADLINE_EXCEEDED mean the sender left; anything
+		// else (INTERNAL) is data it could not decompress.
+		st := status.Convert(err)
+		o := outcomeMalformed
+		switch st.Code() {
+		case codes.ResourceExhausted:
+			o = outcomeTooLarge
+		case codes.Canceled, codes.DeadlineExceeded:
+			o = outcomeCanceled
+		}
+		return nil, o, s.grpcError(fail(o, errors.New(st.Message())))
+	}
+	data := in.bytes()
+	s.m.requestBytes.WithLabelValues(transportGRPC, "decoded").Add(float64(len(data)))
+	req := ptraceotlp.NewExportRequest()
+	err := req.UnmarshalProto(data)
+	// pdata copies what it keeps, so gRPC's buffer can go back now.
+	in.free()
+	if err != nil {
+		return nil, outcomeMalformed, s.grpcError(fail(outcomeMalformed, fmt.Errorf("decode otlp/protobuf: %w", err)))
+	}
+
+	resp, o, err := s.export(ctx, req.Traces(), transportGRPC)
+	if err != nil {
+		return nil, o, s.grpcError(fail(o, err))
+	}
+	out, err := resp.MarshalProto()
+	if err != nil {
+		return nil, o, status.Error(codes.Internal, "encode response: "+err.Error())
+	}
+	return &rawMessage{data: out}, o, nil
+}
+
+// grpcError turns a failed request into its gRPC status, with a RetryInfo
+// when the sender should retry: OTLP exporters honour its delay.
+func (s *Server) grpcError(err error) error {
+	o := outcomeOf(err)
+	st := status.New(o.grpcCode(), senderMessage(o, err))
+	if o.retryable() {
+		if withRetry, derr := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(s.cfg.RetryAfter)}); derr == nil {
+			st = withRetry
+		}
+	}
+	return st.Err()
+}
+
+// rawMessage is a request or response as protobuf bytes. A received one
+// holds a reference to gRPC's buffer until free.
+type rawMessage struct {
+	buf  mem.Buffer
+	data []byte
+}
+
+func (m *rawMessage) bytes() []byte {
+	if m.buf != nil {
+		return m.buf.ReadOnlyData()
+	}
+	return m.data
+}
+
+func (m *rawMessage) free() {
+	if m.buf != nil {
+		m.buf.Free()
+		m.buf = nil
+	}
+}
+
+// rawCodec passes rawMessages through as bytes and leaves every other
+// message to gRPC's proto codec. Its name is "proto" because that is the
+// content subtype OTLP senders use.
+type rawCodec struct {
+	fallback encoding.CodecV2
+}
+
+func (c rawCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if m, ok := v.(*rawMessage); ok {
+		return mem.BufferSlice{mem.SliceBuffer(m.bytes())}, nil
+	}
+	return c.fallback.Marshal(v)
+}
+
+func (c rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	if m, ok := v.(*rawMessage); ok {
+		// Takes a reference instead of copying when the message arrived
+		// in one buffer.
+		m.buf = data.MaterializeToBuffer(mem.DefaultBufferPool())
+		return nil
+	}
+	return c.fallback.Unmarshal(data, v)
+}
+
+func (rawCodec) Name() string { return "proto" }
+
+// wireBytes counts request bytes as received, before decompression; only
+// gRPC's stats hooks see them.
+type wireBytes struct {
+	counter prometheus.Counter
+}
+
+func (w *wireBytes) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+
+func (w *wireBytes) HandleRPC(_ context.Context, st stats.RPCStats) {
+	if p, ok := st.(*stats.InPayload); ok && !p.Client {
+		w.counter.Add(float64(p.CompressedLength))
+	}
+}
+
+func (w *wireBytes) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+
+func (w *wireBytes) HandleConn(context.Context, stats.ConnStats) {}

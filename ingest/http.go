@@ -1,0 +1,316 @@
+package ingest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// tracesPath is OTLP/HTTP's path for traces.
+const tracesPath = "/v1/traces"
+
+// The OTLP/HTTP content types.
+const (
+	contentTypeProtobuf = "application/x-protobuf"
+	contentTypeJSON     = "application/json"
+)
+
+// bodyEncoding is the OTLP/HTTP body encoding a request chose with its
+// Content-Type; the response uses the same.
+type bodyEncoding uint8
+
+const (
+	encodingProtobuf bodyEncoding = iota + 1
+	encodingJSON
+)
+
+func (e bodyEncoding) contentType() string {
+	if e == encodingJSON {
+		return contentTypeJSON
+	}
+	return contentTypeProtobuf
+}
+
+// parseContentType maps a Content-Type header (parameters such as charset
+// allowed) to a body encoding.
+func parseContentType(header string) (bodyEncoding, bool) {
+	mt, _, err := mime.ParseMediaType(header)
+	if err != nil {
+		return 0, false
+	}
+	switch mt {
+	case contentTypeProtobuf:
+		return encodingProtobuf, true
+	case contentTypeJSON:
+		return encodingJSON, true
+	}
+	return 0, false
+}
+
+// pooledBufferMax is the largest request buffer kept for reuse. Larger
+// requests are rare; keeping their buffers would pin up to
+// max_request_bytes per pooled buffer.
+const pooledBufferMax = 4 << 20
+
+// bufferPool reuses request body buffers.
+type bufferPool struct{ pool sync.Pool }
+
+func (p *bufferPool) get() *bytes.Buffer {
+	if b, ok := p.pool.Get().(*bytes.Buffer); ok {
+		b.Reset()
+		return b
+	}
+	return new(bytes.Buffer)
+}
+
+func (p *bufferPool) put(b *bytes.Buffer) {
+	if b.Cap() <= pooledBufferMax {
+		p.pool.Put(b)
+	}
+}
+
+// serveHTTP is the OTLP/HTTP handler.
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	o := s.exportHTTP(w, r)
+	s.m.requestDuration.WithLabelValues(transportHTTP, o.String()).Observe(time.Since(start).Seconds())
+}
+
+// exportHTTP answers one OTLP/HTTP request and returns its outcome.
+func (s *Server) exportHTTP(w http.ResponseWriter, r *http.Request) outcome {
+	if r.URL.Path != tracesPath {
+		writeText(w, http.StatusNotFound, "404 page not found: OTLP traces are sent with POST "+tracesPath)
+		return outcomeNotFound
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeText(w, http.StatusMethodNotAllowed, "405 method not allowed, supported: [POST]")
+		return outcomeMethodNotAllowed
+	}
+	enc, ok := parseContentType(r.Header.Get("Content-Type"))
+	if !ok {
+		writeText(w, http.StatusUnsupportedMediaType,
+			"415 unsupported media type, supported: ["+contentTypeJSON+", "+contentTypeProtobuf+"]")
+		return outcomeUnsupportedType
+	}
+	if !s.acquire() {
+		return s.writeHTTPError(w, enc, fail(outcomeOverloaded, errors.New("too many concurrent requests")))
+	}
+	defer s.release()
+
+	td, err := s.readHTTPRequest(w, r, enc)
+	if err != nil {
+		return s.writeHTTPError(w, enc, err)
+	}
+	resp, o, err := s.export(r.Context(), td, transportHTTP)
+	if err != nil {
+		return s.writeHTTPError(w, enc, fail(o, err))
+	}
+	var body []byte
+	if enc == encodingJSON {
+		body, err = resp.MarshalJSON()
+	} else {
+		body, err = resp.MarshalProto()
+	}
+	if err != nil {
+		// Not reachable with pdata's marshalers. The spans are stored; a
+		// resend stores them twice, which reads of the store tolerate.
+		writeText(w, http.StatusInternalServerError, "encode response: "+err.Error())
+		return o
+	}
+	w.Header().Set("Content-Type", enc.contentType())
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+	return o
+}
+
+// readHTTPRequest reads, decompresses and decodes the body. The body is
+// read through a limit of max_request_bytes+1 both on the wire and after
+// decompression, so a small body that inflates to gigabytes costs at most
+// the limit in memory before it is refused.
+func (s *Server) readHTTPRequest(w http.ResponseWriter, r *http.Request, enc bodyEncoding) (ptrace.Traces, error) {
+	limit := s.cfg.HTTP.MaxRequestBytes
+	if r.ContentLength > limit {
+		return ptrace.Traces{}, fail(outcomeTooLarge,
+			fmt.Errorf("request body of %d bytes is over the limit of %d bytes", r.ContentLength, limit))
+	}
+	wire := &countingReader{r: http.MaxBytesReader(w, r.Body, limit)}
+	defer func() { s.m.requestBytes.WithLabelValues(transportHTTP, "wire").Add(float64(wire.n)) }()
+
+	src, closeSrc, err := s.decompressor(r.Header.Get("Content-Encoding"), wire)
+	if err != nil {
+		return ptrace.Traces{}, readError(err, wire, limit)
+	}
+	defer closeSrc()
+
+	buf := s.buffers.get()
+	defer s.buffers.put(buf)
+	if r.ContentLength > 0 && src == io.Reader(wire) {
+		buf.Grow(int(r.ContentLength) + bytes.MinRead)
+	}
+	if _, err := buf.ReadFrom(io.LimitReader(src, limit+1)); err != nil {
+		return ptrace.Traces{}, readError(err, wire, limit)
+	}
+	if int64(buf.Len()) > limit {
+		return ptrace.Traces{}, fail(outcomeTooLarge,
+			fmt.Errorf("request body is over the limit of %d bytes after decompression", limit))
+	}
+	s.m.requestBytes.WithLabelValues(transportHTTP, "decoded").Add(float64(buf.Len()))
+	return decodeHTTPBody(buf.Bytes(), enc)
+}
+
+// decodeHTTPBody decodes an OTLP ExportTraceServiceRequest. The result
+// shares no memory with body, which is reused for the next request.
+func decodeHTTPBody(body []byte, enc bodyEncoding) (ptrace.Traces, error) {
+	if enc == encodingJSON {
+		td, err := unmarshalJSON(body)
+		if err != nil {
+			return ptrace.Traces{}, fail(outcomeMalformed, fmt.Errorf("decode otlp/json: %w", err))
+		}
+		return td, nil
+	}
+	req := ptraceotlp.NewExportRequest()
+	if err := req.UnmarshalProto(body); err != nil {
+		return ptrace.Traces{}, fail(outcomeMalformed, fmt.Errorf("decode otlp/protobuf: %w", err))
+	}
+	return req.Traces(), nil
+}
+
+// decompressor returns a reader of the decompressed body for a
+// Content-Encoding, and the function that releases it.
+func (s *Server) decompressor(contentEncoding string, body io.Reader) (io.Reader, func(), error) {
+	switch ce := strings.ToLower(strings.TrimSpace(contentEncoding)); ce {
+	case "", "identity":
+		return body, func() {}, nil
+	case "gzip", "x-gzip":
+		zr, err := s.gzip.open(body)
+		if err != nil {
+			return nil, nil, fmt.Errorf("decompress gzip body: %w", err)
+		}
+		return zr, func() { _ = zr.Close() }, nil
+	case zstdName:
+		zr, err := s.zstd.Decompress(body)
+		if err != nil {
+			return nil, nil, fmt.Errorf("decompress zstd body: %w", err)
+		}
+		return zr, func() { _ = zr.(io.Closer).Close() }, nil
+	default:
+		return nil, nil, fail(outcomeUnsupportedEncoding,
+			fmt.Errorf("unsupported Content-Encoding %q, supported: [gzip, zstd]", contentEncoding))
+	}
+}
+
+// readError classifies an error met while reading the body: the wire limit
+// (413), the connection (400; the sender is probably gone), or the
+// compressed data (400).
+func readError(err error, wire *countingReader, limit int64) error {
+	var re *requestError
+	if errors.As(err, &re) {
+		return err
+	}
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) || errors.As(wire.err, &tooLarge) {
+		return fail(outcomeTooLarge, fmt.Errorf("request body is over the limit of %d bytes", limit))
+	}
+	if wire.err != nil && !errors.Is(wire.err, io.EOF) {
+		return fail(outcomeMalformed, fmt.Errorf("read request body: %w", wire.err))
+	}
+	return fail(outcomeMalformed, err)
+}
+
+// countingReader counts the bytes read through it and keeps the first
+// error, so a failure of the connection can be told from one of the
+// decompressor reading from it.
+type countingReader struct {
+	r   io.Reader
+	n   int64
+	err error
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	if err != nil && c.err == nil {
+		c.err = err
+	}
+	return n, err
+}
+
+// writeHTTPError answers a failed request with a google.rpc.Status body in
+// the request's encoding, as OTLP/HTTP specifies, and with Retry-After
+// when the sender should retry.
+func (s *Server) writeHTTPError(w http.ResponseWriter, enc bodyEncoding, err error) outcome {
+	o := outcomeOf(err)
+	st := &spb.Status{Code: int32(o.grpcCode()), Message: senderMessage(o, err)}
+	if o.retryable() {
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(s.cfg.RetryAfter)))
+		if detail, aerr := anypb.New(&errdetails.RetryInfo{RetryDelay: durationpb.New(s.cfg.RetryAfter)}); aerr == nil {
+			st.Details = append(st.Details, detail)
+		}
+	}
+	var body []byte
+	var merr error
+	if enc == encodingJSON {
+		body, merr = protojson.Marshal(st)
+	} else {
+		body, merr = proto.Marshal(st)
+	}
+	if merr != nil {
+		writeText(w, o.httpStatus(), st.Message)
+		return o
+	}
+	w.Header().Set("Content-Type", enc.contentType())
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(o.httpStatus())
+	_, _ = w.Write(body)
+	return o
+}
+
+// senderMessage is what the sender is told. Decoding problems are the
+// sender's and are explained in full; store and overload problems are
+// budgetd's, and their details (addresses, server messages) stay in the
+// log and the metrics.
+func senderMessage(o outcome, err error) string {
+	switch o {
+	case outcomeOverloaded:
+		return "budgetd is overloaded, retry later"
+	case outcomeUnavailable:
+		return "budgetd storage is unavailable, retry later"
+	case outcomeCanceled:
+		return "request canceled"
+	}
+	return err.Error()
+}
+
+// retryAfterSeconds renders a delay as Retry-After's whole seconds, at
+// least 1.
+func retryAfterSeconds(d time.Duration) int {
+	return max(1, int(math.Ceil(d.Seconds())))
+}
+
+// writeText answers with a plain-text body, for requests that are not OTLP
+// at all (wrong path, method or content type).
+func writeText(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, msg+"\n")
+}

@@ -1,0 +1,234 @@
+package ingest
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metric names start with budgetd_ingest_; every label has a closed set of
+// values, listed next to the metric, so no sender can grow the series count.
+const (
+	metricNamespace = "budgetd"
+	metricSubsystem = "ingest"
+)
+
+// The transports, the `transport` label.
+const (
+	transportGRPC = "grpc"
+	transportHTTP = "http"
+)
+
+// The reasons a valid request's spans are refused (the sender is asked to
+// retry), the `reason` label of spans_refused_total.
+const (
+	refusedOverloaded  = "overloaded"
+	refusedUnavailable = "unavailable"
+	refusedShutdown    = "shutdown"
+	refusedCanceled    = "canceled"
+)
+
+// The reasons a store write failed, the `reason` label of
+// store_write_errors_total.
+const (
+	writeErrUnavailable = "unavailable"
+	writeErrTimeout     = "timeout"
+	writeErrOther       = "other"
+)
+
+// serverMetrics are the Server's self-metrics.
+type serverMetrics struct {
+	spansReceived   *prometheus.CounterVec   // transport
+	spansAccepted   *prometheus.CounterVec   // transport
+	spansRejected   *prometheus.CounterVec   // reason: zero_trace_id, zero_span_id, end_before_start
+	spansRefused    *prometheus.CounterVec   // reason: overloaded, unavailable, shutdown, canceled
+	requestBytes    *prometheus.CounterVec   // transport, form: wire, decoded
+	requestDuration *prometheus.HistogramVec // transport, outcome (see outcome.String)
+	valuesTruncated prometheus.Counter
+	stringsRepaired prometheus.Counter
+	dropped         *prometheus.CounterVec // item: attributes, events, links
+}
+
+func newServerMetrics(reg prometheus.Registerer) (*serverMetrics, error) {
+	m := &serverMetrics{
+		spansReceived: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metricNamespace, Subsystem: metricSubsystem, Name: "spans_received_total",
+			Help: "Spans in decoded OTLP requests, valid or not.",
+		}, []string{"transport"}),
+		spansAccepted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metricNamespace, Subsystem: metricSubsystem, Name: "spans_accepted_total",
+			Help: "Spans committed to the store and acknowledged to the sender.",
+		}, []string{"transport"}),
+		spansRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metricNamespace, Subsystem: metricSubsystem, Name: "spans_rejected_total",
+			Help: "Invalid spans left out of a request and reported in its partial_success, by reason.",
+		}, []string{"reason"}),
+		spansRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metricNamespace, Subsystem: metricSubsystem, Name: "spans_refused_total",
+			Help: "Valid spans not stored because the request was refused with a retryable status, by reason.",
+		}, []string{"reason"}),
+		requestBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metricNamespace, Subsystem: metricSubsystem, Name: "request_bytes_total",
+			Help: "OTLP request body bytes as received (form=wire, compressed when the sender compressed) and after decompression (form=decoded).",
+		}, []string{"transport", "form"}),
+		requestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: metricNamespace, Subsystem: metricSubsystem, Name: "request_duration_seconds",
+			Help:    "Time from receiving an OTLP request to answering it, commit included, by transport and outcome.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"transport", "outcome"}),
+		valuesTruncated: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: metricNamespace, Subsystem: metricSubsystem, Name: "attribute_values_truncated_total",
+			Help: "Attribute values cut to limits.max_attr_value_bytes.",
+		}),
+		stringsRepaired: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: metricNamespace, Subsystem: metricSubsystem, Name: "strings_repaired_total",
+			Help: "Strings whose invalid UTF-8 was replaced.",
+		}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metricNamespace, Subsystem: metricSubsystem, Name: "dropped_total",
+			Help: "Attributes, events and links dropped by the per-span count limits, by item.",
+		}, []string{"item"}),
+	}
+	// Create every series of the closed label sets up front, so rates and
+	// alerts see a zero rather than no series before the first event.
+	for _, tr := range []string{transportGRPC, transportHTTP} {
+		m.spansReceived.WithLabelValues(tr)
+		m.spansAccepted.WithLabelValues(tr)
+		m.requestBytes.WithLabelValues(tr, "wire")
+		m.requestBytes.WithLabelValues(tr, "decoded")
+	}
+	for _, r := range []string{"zero_trace_id", "zero_span_id", "end_before_start"} {
+		m.spansRejected.WithLabelValues(r)
+	}
+	for _, r := range []string{refusedOverloaded, refusedUnavailable, refusedShutdown, refusedCanceled} {
+		m.spansRefused.WithLabelValues(r)
+	}
+	for _, it := range []string{"attributes", "events", "links"} {
+		m.dropped.WithLabelValues(it)
+	}
+	err := register(reg, m.spansReceived, m.spansAccepted, m.spansRejected, m.spansRefused,
+		m.requestBytes, m.requestDuration, m.valuesTruncated, m.stringsRepaired, m.dropped)
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// converted records what a conversion found.
+func (m *serverMetrics) converted(transport string, received int, st Stats) {
+	m.spansReceived.WithLabelValues(transport).Add(float64(received))
+	addIf(m.spansRejected.WithLabelValues("zero_trace_id"), st.RejectedZeroTraceID)
+	addIf(m.spansRejected.WithLabelValues("zero_span_id"), st.RejectedZeroSpanID)
+	addIf(m.spansRejected.WithLabelValues("end_before_start"), st.RejectedEndBeforeStart)
+	addIf(m.valuesTruncated, st.TruncatedValues)
+	addIf(m.stringsRepaired, st.RepairedStrings)
+	addIf(m.dropped.WithLabelValues("attributes"), st.DroppedAttrs)
+	addIf(m.dropped.WithLabelValues("events"), st.DroppedEvents)
+	addIf(m.dropped.WithLabelValues("links"), st.DroppedLinks)
+}
+
+func addIf(c prometheus.Counter, n int) {
+	if n > 0 {
+		c.Add(float64(n))
+	}
+}
+
+// batcherMetrics are the Batcher's self-metrics.
+type batcherMetrics struct {
+	batchSpans    prometheus.Histogram
+	queueSpans    prometheus.Gauge
+	writeDuration prometheus.Histogram
+	writeErrors   *prometheus.CounterVec // reason: unavailable, timeout, other
+	writeRetries  prometheus.Counter
+}
+
+func newBatcherMetrics(reg prometheus.Registerer) (*batcherMetrics, error) {
+	m := &batcherMetrics{
+		batchSpans: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: metricNamespace, Subsystem: metricSubsystem, Name: "batch_spans",
+			Help:    "Spans per store write.",
+			Buckets: prometheus.ExponentialBuckets(1, 4, 9), // 1 … 65536
+		}),
+		queueSpans: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: metricNamespace, Subsystem: metricSubsystem, Name: "queue_spans",
+			Help: "Spans waiting for a store write (the batch being written excluded).",
+		}),
+		writeDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: metricNamespace, Subsystem: metricSubsystem, Name: "store_write_duration_seconds",
+			Help:    "Time of one store write attempt, failed or not.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}),
+		writeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metricNamespace, Subsystem: metricSubsystem, Name: "store_write_errors_total",
+			Help: "Failed store write attempts, by reason.",
+		}, []string{"reason"}),
+		writeRetries: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: metricNamespace, Subsystem: metricSubsystem, Name: "store_write_retries_total",
+			Help: "Store write attempts that retried a failed one.",
+		}),
+	}
+	for _, r := range []string{writeErrUnavailable, writeErrTimeout, writeErrOther} {
+		m.writeErrors.WithLabelValues(r)
+	}
+	err := register(reg, m.batchSpans, m.queueSpans, m.writeDuration, m.writeErrors, m.writeRetries)
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// register registers every collector, or none: on a failure the ones
+// already registered are unregistered again.
+func register(reg prometheus.Registerer, cs ...prometheus.Collector) error {
+	for i, c := range cs {
+		if err := reg.Register(c); err != nil {
+			for _, done := range cs[:i] {
+				reg.Unregister(done)
+			}
+			return fmt.Errorf("register ingest metrics: %w", err)
+		}
+	}
+	return nil
+}
+
+// registerer returns reg, or a private registry when reg is nil so that a
+// component built without one (a test, a tool) still counts without
+// touching the process-wide default registry.
+func registerer(reg prometheus.Registerer) prometheus.Registerer {
+	if reg == nil {
+		return prometheus.NewRegistry()
+	}
+	return reg
+}
+
+// logThrottle limits a kind of log line to one per interval. Lines are keyed
+// by a closed set of kinds (never by sender or span data), and the line that
+// gets through reports how many were held back.
+type logThrottle struct {
+	every time.Duration
+
+	mu         sync.Mutex
+	last       map[string]time.Time
+	suppressed map[string]int
+}
+
+func newLogThrottle(every time.Duration) *logThrottle {
+	return &logThrottle{every: every, last: make(map[string]time.Time), suppressed: make(map[string]int)}
+}
+
+// allow reports whether a line of kind may be logged at now, and how many
+// were suppressed since the last one that was.
+func (t *logThrottle) allow(kind string, now time.Time) (bool, int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if last, ok := t.last[kind]; ok && now.Sub(last) < t.every {
+		t.suppressed[kind]++
+		return false, 0
+	}
+	t.last[kind] = now
+	n := t.suppressed[kind]
+	t.suppressed[kind] = 0
+	return true, n
+}
