@@ -113,7 +113,9 @@ func TestTornAndCorruptTails(t *testing.T) {
 			appendBytes(t, path, []byte{100, 0, 0, 0, 1, 2, 3, 4, 'x', 'y'})
 		}},
 		{"flipped byte in last record", func(t *testing.T, path string, size int64) { flipByte(t, path, size-1) }},
-		{"absurd length", func(t *testing.T, path string, size int64) { appendBytes(t, path, []byte{255, 255, 255, 255, 0, 0, 0, 0}) }},
+		{"absurd length", func(t *testing.T, path string, size int64) {
+			appendBytes(t, path, []byte{255, 255, 255, 255, 0, 0, 0, 0})
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -342,7 +342,9 @@ const withinBudget = "is_error = 0 AND (budget_ms IS NULL OR duration_ns <= budg
 func (s *Store) Paths(ctx context.Context, w store.Window, limit int) ([]store.PathStats, error) {
 	params := Params{P("since", w.SinceNs), P("until", w.Until())}
 	win := "start_ns >= {since:UInt64} AND start_ns <= {until:UInt64}"
-	pick := func(entry, call string) string { return "if(countIf(" + entryHop + ") > 0, " + entry + ", " + call + ")" }
+	pick := func(entry, call string) string {
+		return "if(countIf(" + entryHop + ") > 0, " + entry + ", " + call + ")"
+	}
 	q := "SELECT path, " +
 		pick("countIf("+entryHop+")", "countIf("+callHop+")") + " AS requests, " +
 		pick("countIf("+entryHop+" AND is_error = 1)", "countIf("+callHop+" AND is_error = 1)") + ", " +
