@@ -31,6 +31,9 @@ type libchdb struct {
 	resultBuffer    func(res unsafe.Pointer) unsafe.Pointer
 	resultLength    func(res unsafe.Pointer) uintptr
 	resultError     func(res unsafe.Pointer) string
+	// setSignalHandlersEnabled(0) keeps chDB from installing its own
+	// crash-signal handlers (see keepGoSignalHandlers).
+	setSignalHandlersEnabled func(enabled int32)
 }
 
 // libraryState is process-wide because the library is: dlopen returns the same
@@ -97,6 +100,7 @@ func loadLibrary() (*libchdb, error) {
 		purego.RegisterLibFunc(&l.resultBuffer, h, "chdb_result_buffer")
 		purego.RegisterLibFunc(&l.resultLength, h, "chdb_result_length")
 		purego.RegisterLibFunc(&l.resultError, h, "chdb_result_error")
+		purego.RegisterLibFunc(&l.setSignalHandlersEnabled, h, "chdb_set_signal_handlers_enabled")
 		s.lib = l
 	})
 	return s.lib, s.err
@@ -123,6 +127,9 @@ type connection struct {
 // openConnection starts chDB's embedded server on dataDir with extra startup
 // settings (each "--name=value").
 func openConnection(lib *libchdb, dataDir string, settings []string) (*connection, error) {
+	if err := keepGoSignalHandlers(func() { lib.setSignalHandlersEnabled(0) }); err != nil {
+		return nil, fmt.Errorf("open chdb: %w", err)
+	}
 	argv := append([]string{"clickhouse", "--path=" + dataDir}, settings...)
 	c := lib.connect(len(argv), cStrings(argv))
 	if c == nil {
