@@ -102,8 +102,6 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 		return nil, err
 	}
 	cleanup = append(cleanup, a.ingest.Shutdown)
-	grpcAddr, httpAddr := a.ingest.Addrs()
-	log.Info("otlp listening", "grpc", addrString(grpcAddr), "http", addrString(httpAddr), "durability", cfg.Ingest.Durability)
 
 	a.api, err = api.New(cfg.API, api.Settings{Logger: log, Store: a.store, Gatherer: a.registry, Registerer: a.registry})
 	if err != nil {
@@ -114,13 +112,6 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 	}
 	log.Info("api listening", "addr", a.api.Addr())
 	return a, nil
-}
-
-func addrString(a net.Addr) string {
-	if a == nil {
-		return "off"
-	}
-	return a.String()
 }
 
 // Shutdown stops in dependency order: stop taking spans (ingest drains its
