@@ -122,6 +122,11 @@ func cStrings(ss []string) []*byte {
 type connection struct {
 	lib  *libchdb
 	conn unsafe.Pointer // chdb_connection* returned by chdb_connect
+	// params serialises parameterised queries: chDB keeps bound parameters
+	// in the connection's context for the duration of a call, so two
+	// concurrent calls can see each other's (or none: "Substitution … is
+	// not set"). Queries without parameters run concurrently.
+	params sync.Mutex
 }
 
 // openConnection starts chDB's embedded server on dataDir with extra startup
@@ -151,6 +156,8 @@ func (c *connection) query(query, format string, names, values []string) ([]byte
 	if len(names) == 0 {
 		return c.queryBytes([]byte(query), format)
 	}
+	c.params.Lock()
+	defer c.params.Unlock()
 	return c.result(c.lib.queryWithParams(c.handle(), query, format, cStrings(names), cStrings(values), uintptr(len(names))))
 }
 
