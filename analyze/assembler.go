@@ -19,6 +19,9 @@ type AssemblerConfig struct {
 	MaxTraces int `yaml:"max_traces"`
 	// MaxSpansPerTrace bounds one trace; further spans are dropped and counted.
 	MaxSpansPerTrace int `yaml:"max_spans_per_trace"`
+	// MaxSpans bounds the spans held across all traces; further spans are
+	// dropped and counted. It is what bounds assembly's memory.
+	MaxSpans int `yaml:"max_spans"`
 	// RememberClosed is how many analysed trace ids are remembered so that a
 	// late span re-opens its trace instead of starting a new one.
 	RememberClosed int `yaml:"remember_closed"`
@@ -27,7 +30,8 @@ type AssemblerConfig struct {
 // DefaultAssemblerConfig returns DESIGN §5's defaults: 10 s idle, 5 min
 // maximum wait.
 func DefaultAssemblerConfig() AssemblerConfig {
-	return AssemblerConfig{Idle: 10 * time.Second, MaxWait: 5 * time.Minute, MaxTraces: 100_000, MaxSpansPerTrace: 10_000, RememberClosed: 100_000}
+	return AssemblerConfig{Idle: 10 * time.Second, MaxWait: 5 * time.Minute, MaxTraces: 100_000, MaxSpansPerTrace: 10_000,
+		MaxSpans: 1_000_000, RememberClosed: 100_000}
 }
 
 // Validate reports every setting that cannot work, naming its key.
@@ -45,6 +49,9 @@ func (c AssemblerConfig) Validate() error {
 	if c.MaxSpansPerTrace <= 0 {
 		errs = append(errs, errors.New("analyze.assembly.max_spans_per_trace must be > 0"))
 	}
+	if c.MaxSpans < c.MaxSpansPerTrace {
+		errs = append(errs, errors.New("analyze.assembly.max_spans must be >= analyze.assembly.max_spans_per_trace"))
+	}
 	if c.RememberClosed < 0 {
 		errs = append(errs, errors.New("analyze.assembly.remember_closed must be >= 0"))
 	}
@@ -55,6 +62,7 @@ func (c AssemblerConfig) Validate() error {
 type AssemblerCounters struct {
 	DroppedTraceOverflow uint64 // spans of new traces refused at MaxTraces
 	DroppedSpanOverflow  uint64 // spans refused at MaxSpansPerTrace
+	DroppedSpansFull     uint64 // spans refused at MaxSpans
 	Reopened             uint64 // traces re-opened by late spans
 }
 
@@ -83,6 +91,7 @@ type Assembler struct {
 	pending  map[schema.TraceID]*pendingTrace
 	closed   map[schema.TraceID]struct{}
 	ring     []schema.TraceID // closed ids in closing order, for eviction
+	held     int              // spans held across all pending traces
 	next     int
 	counters AssemblerCounters
 }
@@ -102,6 +111,10 @@ func NewAssembler(cfg AssemblerConfig) *Assembler {
 func (a *Assembler) Add(spans []schema.Span, now time.Time) {
 	for i := range spans {
 		s := &spans[i]
+		if a.held >= a.cfg.MaxSpans {
+			a.counters.DroppedSpansFull++
+			continue
+		}
 		p, ok := a.pending[s.TraceID]
 		if !ok {
 			if len(a.pending) >= a.cfg.MaxTraces {
@@ -122,6 +135,7 @@ func (a *Assembler) Add(spans []schema.Span, now time.Time) {
 			continue
 		}
 		p.spans = append(p.spans, *s)
+		a.held++
 	}
 }
 
@@ -135,6 +149,7 @@ func (a *Assembler) Ready(now time.Time, flush bool) []Assembled {
 			continue
 		}
 		out = append(out, Assembled{ID: id, Spans: p.spans, Reopened: p.reopened})
+		a.held -= len(p.spans)
 		delete(a.pending, id)
 		a.remember(id)
 	}
@@ -162,10 +177,7 @@ func (a *Assembler) remember(id schema.TraceID) {
 
 // Pending returns the number of traces and spans held.
 func (a *Assembler) Pending() (traces, spans int) {
-	for _, p := range a.pending {
-		spans += len(p.spans)
-	}
-	return len(a.pending), spans
+	return len(a.pending), a.held
 }
 
 // Counters returns what assembly dropped or re-opened so far.

@@ -26,7 +26,7 @@ func readyIDs(as []Assembled) []byte {
 }
 
 func TestAssembler(t *testing.T) {
-	cfg := AssemblerConfig{Idle: 10 * time.Second, MaxWait: time.Minute, MaxTraces: 2, MaxSpansPerTrace: 3, RememberClosed: 1}
+	cfg := AssemblerConfig{Idle: 10 * time.Second, MaxWait: time.Minute, MaxTraces: 2, MaxSpansPerTrace: 3, MaxSpans: 100, RememberClosed: 1}
 	require.NoError(t, cfg.Validate())
 	t0 := time.Unix(1_700_000_000, 0)
 
@@ -56,6 +56,19 @@ func TestAssembler(t *testing.T) {
 		require.Equal(t, 2, traces)
 		require.Equal(t, 2, spans)
 		require.EqualValues(t, 2, a.Counters().DroppedTraceOverflow)
+	})
+
+	t.Run("max spans", func(t *testing.T) {
+		small := cfg
+		small.MaxSpans = 4
+		a := NewAssembler(small)
+		a.Add([]schema.Span{asmSpan(1, 1), asmSpan(1, 2), asmSpan(1, 3), asmSpan(2, 1), asmSpan(2, 2), asmSpan(2, 3)}, t0)
+		_, spans := a.Pending()
+		require.Equal(t, 4, spans)
+		require.EqualValues(t, 2, a.Counters().DroppedSpansFull)
+		require.Len(t, a.Ready(t0, true), 2)
+		_, spans = a.Pending()
+		require.Zero(t, spans, "released spans no longer count")
 	})
 
 	t.Run("late spans re-open", func(t *testing.T) {

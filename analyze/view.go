@@ -257,10 +257,13 @@ func (v *view) entryChild(i int) int {
 	return -1
 }
 
+// peerAttrs name the service a call goes to, in order of preference.
+var peerAttrs = [...]string{"peer.service", "server.address", "db.system.name", "db.system", "messaging.system", "rpc.service"}
+
 // peer names the service a call goes to from the call's own attributes, for
 // calls whose callee recorded no span.
 func peer(s *schema.Span) string {
-	for _, k := range [...]string{"peer.service", "server.address", "db.system.name", "db.system", "messaging.system", "rpc.service"} {
+	for _, k := range peerAttrs {
 		if a, ok := s.Attrs.Get(k); ok && a.Value != "" {
 			return a.Value
 		}

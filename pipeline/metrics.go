@@ -64,6 +64,10 @@ func newMetrics(reg prometheus.Registerer, p *Pipeline) (*metrics, error) {
 		Name: "budgetd_analysis_dropped_spans_total", Help: "Spans not analysed because assembly was full.",
 		ConstLabels: prometheus.Labels{"reason": "max_spans_per_trace"},
 	}, func() float64 { return float64(p.counters().DroppedSpanOverflow) })
+	droppedFull := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "budgetd_analysis_dropped_spans_total", Help: "Spans not analysed because assembly was full.",
+		ConstLabels: prometheus.Labels{"reason": "max_spans"},
+	}, func() float64 { return float64(p.counters().DroppedSpansFull) })
 	reopened := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "budgetd_analysis_reopened_traces_total", Help: "Traces analysed again because late spans arrived.",
 	}, func() float64 { return float64(p.counters().Reopened) })
@@ -73,7 +77,7 @@ func newMetrics(reg prometheus.Registerer, p *Pipeline) (*metrics, error) {
 	pendingSpans := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "budgetd_analysis_pending_spans", Help: "Spans waiting in assembly.",
 	}, func() float64 { _, s := p.pending(); return float64(s) })
-	for _, c := range []prometheus.Collector{m.byService, m.orphaned, m.amplified, m.traces, m.skews, m.findings, m.writeErrors, m.readErrors, dropped, droppedSpans, reopened, pendingTraces, pendingSpans} {
+	for _, c := range []prometheus.Collector{m.byService, m.orphaned, m.amplified, m.traces, m.skews, m.findings, m.writeErrors, m.readErrors, dropped, droppedSpans, droppedFull, reopened, pendingTraces, pendingSpans} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

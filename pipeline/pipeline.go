@@ -112,11 +112,16 @@ func New(cfg Config, set Settings) (*Pipeline, error) {
 	return p, nil
 }
 
-// Spans hands durable spans to the analysis. It never blocks on I/O.
+// Spans hands durable spans to the analysis. It never blocks on I/O. The
+// spans are held compacted (analyze.Compact): only what the detectors read.
 func (p *Pipeline) Spans(spans []schema.Span) {
+	compacted := make([]schema.Span, len(spans))
+	for i := range spans {
+		compacted[i] = analyze.Compact(spans[i])
+	}
 	now := p.now()
 	p.mu.Lock()
-	p.asm.Add(spans, now)
+	p.asm.Add(compacted, now)
 	p.mu.Unlock()
 }
 

@@ -501,3 +501,11 @@ func containsFold(s, sub string) bool {
 	}
 	return false
 }
+
+// IsBudgetAttr reports whether ReadBudget reads the attribute key: a budget.*
+// attribute, one of its header fallbacks, or a status that marks a timeout.
+// Holders of many spans (trace assembly) keep only these and drop the rest.
+func IsBudgetAttr(key string) bool {
+	_, ok := budgetKeyOf(key)
+	return ok
+}

@@ -1,0 +1,43 @@
+package analyze
+
+import "github.com/budgetd/budgetd/schema"
+
+// Compact returns the part of s the detectors read: its identity, timing and
+// status, the budget attributes (schema.IsBudgetAttr), the attributes that
+// name a callee, and its budget.cancelled events. Trace assembly holds
+// spans for seconds, so it keeps them compacted: a span's resource
+// attributes, links and other attributes are most of its memory and none of
+// the analysis.
+func Compact(s schema.Span) schema.Span {
+	c := s
+	c.ResourceAttrs, c.Links, c.TraceState, c.StatusMessage, c.ScopeName, c.ScopeVersion = nil, nil, "", "", "", ""
+	c.Attrs = nil
+	for _, a := range s.Attrs {
+		if keepAttr(a.Key) {
+			c.Attrs = append(c.Attrs, a)
+		}
+	}
+	c.Events = nil
+	for _, e := range s.Events {
+		if e.Name == schema.EventCancelled {
+			ce := schema.Event{TimeNs: e.TimeNs, Name: e.Name}
+			if a, ok := e.Attrs.Get(schema.AttrCancelSource); ok {
+				ce.Attrs = schema.Attributes{a}
+			}
+			c.Events = append(c.Events, ce)
+		}
+	}
+	return c
+}
+
+func keepAttr(key string) bool {
+	if schema.IsBudgetAttr(key) {
+		return true
+	}
+	for _, k := range peerAttrs {
+		if k == key {
+			return true
+		}
+	}
+	return false
+}
