@@ -134,10 +134,6 @@ func kindCounts(m map[schema.Kind]uint64) map[string]uint64 {
 }
 
 func (s *Server) paths(c *gin.Context) {
-	if err := knownParams(c, "since", "until", "limit"); err != nil {
-		s.writeError(c, err)
-		return
-	}
 	w, n, ctx, cancel, ok := s.windowQuery(c)
 	if !ok {
 		return
@@ -161,9 +157,14 @@ func (s *Server) paths(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"window": windowOf(w), "paths": out})
 }
 
-// windowQuery reads the parameters shared by the aggregate endpoints and
-// derives the store context. On a bad parameter it answers and returns false.
+// windowQuery reads the parameters shared by the aggregate endpoints (since,
+// until, limit; nothing else) and derives the store context. On a bad
+// parameter it answers and returns false.
 func (s *Server) windowQuery(c *gin.Context) (store.Window, int, context.Context, context.CancelFunc, bool) {
+	if err := knownParams(c, "since", "until", "limit"); err != nil {
+		s.writeError(c, err)
+		return store.Window{}, 0, nil, nil, false
+	}
 	w, err := s.window(c)
 	if err != nil {
 		s.writeError(c, err)
@@ -199,10 +200,6 @@ type edgeJSON struct {
 }
 
 func (s *Server) edges(c *gin.Context) {
-	if err := knownParams(c, "since", "until", "limit"); err != nil {
-		s.writeError(c, err)
-		return
-	}
 	w, n, ctx, cancel, ok := s.windowQuery(c)
 	if !ok {
 		return
