@@ -36,3 +36,24 @@ bench: setup ## run the benchmarks
 
 clean: ## remove build output (keeps the .cache downloads)
 	rm -rf bin
+
+# `make demo`: a budgetd with something to show. Reuses a budgetd already
+# answering on DEMO_API, or starts `budgetd serve` (embedded store, default
+# ports) in the background; then runs every sim scenario against it. The
+# server keeps running: stop it with `kill $(cat .cache/demo-serve.pid)`.
+# See docs/experiments.md.
+.PHONY: demo
+DEMO_API ?= localhost:8080
+demo: setup build ## run the sim scenarios against budgetd serve (started in the background if needed)
+	@mkdir -p .cache
+	@if curl -fsS http://$(DEMO_API)/healthz >/dev/null 2>&1; then \
+	  echo "demo: using the budgetd already answering on $(DEMO_API)"; \
+	else \
+	  nohup ./$(BIN) serve >.cache/demo-serve.log 2>&1 & echo $$! >.cache/demo-serve.pid; \
+	  echo "demo: started budgetd serve, pid $$(cat .cache/demo-serve.pid), log .cache/demo-serve.log"; \
+	  for i in $$(seq 1 150); do curl -fsS http://$(DEMO_API)/readyz >/dev/null 2>&1 && break; sleep 0.2; done; \
+	  curl -fsS http://$(DEMO_API)/readyz >/dev/null || { echo "demo: budgetd serve did not become ready:"; tail -20 .cache/demo-serve.log; exit 1; }; \
+	fi
+	./$(BIN) sim --demo --otlp localhost:4317
+	@echo "demo: open http://$(DEMO_API)/ - traces are analysed once idle for 10 s (analyze.assembly.idle)"
+	@echo "demo: stop a server started here with: kill \$$(cat .cache/demo-serve.pid)"

@@ -32,6 +32,7 @@ Commands:
   serve     receive OTLP traces, store them and find budget violations
   analyze   run the detectors over trace files or stored spans
   plan      check a planned chain of timeouts and retries against its budget
+  sim       run a chain of real services on loopback and export their spans over OTLP
   version   print the version
 
 Run 'budgetd <command> --help' for a command's flags.
@@ -52,6 +53,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return analyzeCmd(ctx, rest, stdout, stderr)
 	case "plan":
 		return planCmd(ctx, rest, stdout, stderr)
+	case "sim":
+		return simCmd(ctx, rest, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "budgetd", version())
 		return nil

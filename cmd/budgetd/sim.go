@@ -22,8 +22,8 @@ const simUsage = `Usage:
 
 Starts the scenario's chain of services on 127.0.0.1, sends its requests
 through it, exports every hop's spans over OTLP, and prints what really
-happened (the ground truth) next to nothing else: compare it with what
-budgetd reports. See docs/experiments.md for the scenario format.
+happened (the ground truth), to compare with what budgetd reports. See
+docs/experiments.md for the scenario format.
 
 Embedded scenarios: %s
 
