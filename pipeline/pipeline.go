@@ -198,6 +198,11 @@ func (p *Pipeline) process(ctx context.Context, flush bool) error {
 			spans = p.mergeStored(ctx, tr)
 		}
 		res := p.analyzer.Trace(schema.NewTrace(spans), now)
+		// Stamped with the analysis time, so the store can tell this
+		// analysis from an earlier one of the same trace (see Hop.AnalyzedNs).
+		for i := range res.Hops {
+			res.Hops[i].AnalyzedNs = uint64(now.UnixNano())
+		}
 		hops = append(hops, res.Hops...)
 		findings = append(findings, res.Findings...)
 		p.metrics.traces.Inc()

@@ -39,6 +39,11 @@ type Hop struct {
 	OrphanedMs   float64 // work after the caller gave up, 0 when none
 	Rejected     bool
 	Inferred     bool // budget facts inferred rather than recorded
+
+	// AnalyzedNs is when the analysis that wrote this hop ran (Unix ns). A
+	// trace re-opened by late spans is analysed again; the store keeps the
+	// latest analysis of each span. Zero for hops from offline analysis.
+	AnalyzedNs uint64
 }
 
 // Ms is a helper for building optional millisecond figures.

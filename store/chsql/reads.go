@@ -196,8 +196,8 @@ func clampLimit(limit, most int) int {
 
 // TraceHops implements store.Store.
 func (s *Store) TraceHops(ctx context.Context, id schema.TraceID) ([]schema.Hop, error) {
-	q := "SELECT " + strings.Join(hopColumns, ", ") + " FROM " + s.db + ".hops WHERE trace_id = {id:String}" +
-		" ORDER BY start_ns, span_id LIMIT 1 BY span_id"
+	q := "SELECT " + strings.Join(hopColumns, ", ") + " FROM (SELECT " + strings.Join(hopColumns, ", ") + " FROM " + s.db +
+		".hops WHERE trace_id = {id:String} ORDER BY analyzed_ns DESC LIMIT 1 BY span_id) ORDER BY start_ns, span_id"
 	rows, err := s.conn.Query(ctx, q, Params{P("id", id.String())})
 	if err != nil {
 		return nil, wrapCtx(ctx, fmt.Errorf("read hops: %w", err))
@@ -213,7 +213,7 @@ func (s *Store) TraceHops(ctx context.Context, id schema.TraceID) ([]schema.Hop,
 			&h.CallerService, &h.CallerOperation, &h.CalleeService, &h.CalleeOperation,
 			&h.StartNs, &h.DurationNs, &isErr, &timedOut,
 			&h.RemainingMs, &h.BudgetMs, &h.BudgetSource, &h.TimeoutMs, &h.Attempt, &h.MaxAttempts,
-			&h.OrphanedMs, &rejected, &inferred)
+			&h.OrphanedMs, &rejected, &inferred, &h.AnalyzedNs)
 		if err != nil {
 			return nil, wrapCtx(ctx, fmt.Errorf("scan hop: %w", err))
 		}
@@ -265,8 +265,8 @@ func (s *Store) Findings(ctx context.Context, q store.FindingQuery) (store.Findi
 		where = append(where, "(detected_ns < {cns:UInt64} OR (detected_ns = {cns:UInt64} AND id < {cid:String}))")
 		params = append(params, P("cns", ns), P("cid", id))
 	}
-	query := "SELECT " + strings.Join(findingColumns, ", ") + " FROM " + s.db + ".findings WHERE " +
-		strings.Join(where, " AND ") + " ORDER BY detected_ns DESC, id DESC LIMIT 1 BY id LIMIT " + strconv.Itoa(limit+1)
+	query := "SELECT " + strings.Join(findingColumns, ", ") + " FROM " + s.currentFindings(strings.Join(where, " AND ")) +
+		" ORDER BY detected_ns DESC, id DESC LIMIT 1 BY id LIMIT " + strconv.Itoa(limit+1)
 	rows, err := s.conn.Query(ctx, query, params)
 	if err != nil {
 		return store.FindingPage{}, wrapCtx(ctx, fmt.Errorf("read findings: %w", err))
@@ -351,7 +351,7 @@ func (s *Store) Paths(ctx context.Context, w store.Window, limit int) ([]store.P
 		pick("quantilesIf(0.5, 0.99)(duration_ns / 1000000, "+entryHop+")", "quantilesIf(0.5, 0.99)(duration_ns / 1000000, "+callHop+")") + ", " +
 		"quantileIf(0.5)(budget_ms, " + entryHop + "), sum(orphaned_ms), " +
 		pick("countIf("+entryHop+" AND "+withinBudget+")", "countIf("+callHop+" AND "+withinBudget+")") +
-		" FROM " + s.db + ".hops WHERE " + win +
+		" FROM " + s.latestHops(win) +
 		" GROUP BY path HAVING requests > 0 ORDER BY requests DESC, path LIMIT " + strconv.Itoa(clampLimit(limit, 10_000))
 	rows, err := s.conn.Query(ctx, q, params)
 	if err != nil {
@@ -383,7 +383,7 @@ func (s *Store) Paths(ctx context.Context, w store.Window, limit int) ([]store.P
 	}
 
 	q = "SELECT path, max(c), avg(c) FROM (SELECT path, trace_id, if(countIf(" + entryHop + ") > 0, countIf(" + entryHop + "), countIf(" + callHop + ")) AS c" +
-		" FROM " + s.db + ".hops WHERE " + win + " GROUP BY path, trace_id) WHERE c > 0 GROUP BY path"
+		" FROM " + s.latestHops(win) + " GROUP BY path, trace_id) WHERE c > 0 GROUP BY path"
 	err = s.eachRow(ctx, q, params, func(r Rows) error {
 		var path string
 		var most uint64
@@ -400,7 +400,7 @@ func (s *Store) Paths(ctx context.Context, w store.Window, limit int) ([]store.P
 		return nil, fmt.Errorf("read calls per trace: %w", err)
 	}
 
-	q = "SELECT path, kind, count() FROM " + s.db + ".findings WHERE detected_ns >= {since:UInt64} AND detected_ns <= {until:UInt64} GROUP BY path, kind"
+	q = "SELECT path, kind, count() FROM " + s.currentFindings(findingWindow) + " GROUP BY path, kind"
 	err = s.eachRow(ctx, q, params, func(r Rows) error {
 		var path, kind string
 		var n uint64
@@ -437,7 +437,7 @@ func (s *Store) eachRow(ctx context.Context, query string, params Params, fn fun
 func (s *Store) Edges(ctx context.Context, w store.Window, limit int) ([]store.EdgeStats, error) {
 	q := "SELECT caller_service, caller_operation, callee_service, callee_operation, count(), countIf(attempt > 1)," +
 		" quantile(0.5)(timeout_ms), quantiles(0.5, 0.99)(duration_ns / 1000000)" +
-		" FROM " + s.db + ".hops WHERE kind IN (3, 4) AND start_ns >= {since:UInt64} AND start_ns <= {until:UInt64}" +
+		" FROM " + s.latestHops("kind IN (3, 4) AND start_ns >= {since:UInt64} AND start_ns <= {until:UInt64}") +
 		" GROUP BY caller_service, caller_operation, callee_service, callee_operation" +
 		" ORDER BY count() DESC, caller_service, caller_operation, callee_service, callee_operation LIMIT " + strconv.Itoa(clampLimit(limit, 10_000))
 	var out []store.EdgeStats
@@ -464,12 +464,12 @@ func (s *Store) Edges(ctx context.Context, w store.Window, limit int) ([]store.E
 func (s *Store) Totals(ctx context.Context, w store.Window) (store.Totals, error) {
 	params := Params{P("since", w.SinceNs), P("until", w.Until())}
 	t := store.Totals{FindingsByKind: make(map[schema.Kind]uint64)}
-	err := s.queryOne(ctx, "SELECT count(), countIf("+withinBudget+") FROM "+s.db+".hops WHERE parent_span_id = ''"+
-		" AND start_ns >= {since:UInt64} AND start_ns <= {until:UInt64}", params, &t.Requests, &t.WithinBudget)
+	err := s.queryOne(ctx, "SELECT count(), countIf("+withinBudget+") FROM "+
+		s.latestHops("parent_span_id = '' AND start_ns >= {since:UInt64} AND start_ns <= {until:UInt64}"), params, &t.Requests, &t.WithinBudget)
 	if err != nil {
 		return t, wrapCtx(ctx, fmt.Errorf("read totals: %w", err))
 	}
-	err = s.eachRow(ctx, "SELECT kind, count() FROM "+s.db+".findings WHERE detected_ns >= {since:UInt64} AND detected_ns <= {until:UInt64} GROUP BY kind",
+	err = s.eachRow(ctx, "SELECT kind, count() FROM "+s.currentFindings(findingWindow)+" GROUP BY kind",
 		params, func(r Rows) error {
 			var kind string
 			var n uint64
@@ -483,4 +483,30 @@ func (s *Store) Totals(ctx context.Context, w store.Window) (store.Totals, error
 		return t, fmt.Errorf("read finding totals: %w", err)
 	}
 	return t, nil
+}
+
+// findingWindow bounds findings by detection time with the since/until
+// parameters.
+const findingWindow = "detected_ns >= {since:UInt64} AND detected_ns <= {until:UInt64}"
+
+// latestHops is a subquery over the hops matching where that keeps only
+// the latest analysis of each span: a trace re-opened by late spans is
+// analysed again and writes its hops again.
+func (s *Store) latestHops(where string) string {
+	cols := strings.Join(hopColumns, ", ")
+	return "(SELECT " + cols + " FROM " + s.db + ".hops WHERE " + where +
+		" ORDER BY analyzed_ns DESC LIMIT 1 BY trace_id, span_id)"
+}
+
+// currentFindings is a subquery over the findings matching where without
+// those a later analysis of the same trace replaced: a finding counts when
+// it was detected no earlier than its trace's latest analysis. Edge
+// findings (no trace) and findings from offline analysis (hops analysed at
+// 0) always count.
+func (s *Store) currentFindings(where string) string {
+	cols := strings.Join(findingColumns, ", ")
+	return "(SELECT " + cols + " FROM (SELECT " + cols + " FROM " + s.db + ".findings WHERE " + where + ") AS f" +
+		" ANY LEFT JOIN (SELECT trace_id, max(analyzed_ns) AS latest FROM " + s.db + ".hops WHERE trace_id IN" +
+		" (SELECT trace_id FROM " + s.db + ".findings WHERE " + where + " AND trace_id != '') GROUP BY trace_id) AS l" +
+		" USING trace_id WHERE detected_ns >= latest)"
 }

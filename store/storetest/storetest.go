@@ -53,6 +53,7 @@ func Run(t *testing.T, h Harness) {
 		{"paths, edges and totals", testAggregates},
 		{"hostile filter values", testHostileFilters},
 		{"version-gated extras", testExtras},
+		{"a re-analysed trace counts once", testReanalysis},
 		{"deadline returns promptly", testDeadline},
 	}
 	for _, tt := range tests {
@@ -568,4 +569,60 @@ func queryOne(ctx context.Context, s *chsql.Store, query string, params chsql.Pa
 		return errors.Join(errors.New("no row"), rows.Err())
 	}
 	return errors.Join(rows.Scan(dest...), rows.Err())
+}
+
+// testReanalysis writes two analyses of one trace, as the pipeline does when
+// late spans re-open it: reads see only the later one.
+func testReanalysis(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	ctx := ctxT(t)
+	base := uint64(1_700_000_000_000_000_000)
+	t1, t2 := base+60e9, base+120e9
+	entry := func(span int, path string, analyzed uint64) schema.Hop {
+		h := schema.Hop{TraceID: tid(1), SpanID: sid(span), Service: "svc", Operation: "op", Kind: schema.KindServer,
+			Path: path, StartNs: base + uint64(span), DurationNs: 1e6, AnalyzedNs: analyzed}
+		if span > 1 {
+			h.ParentSpanID = sid(span - 1)
+		}
+		return h
+	}
+	// First analysis: the root and a span whose parent had not arrived.
+	first := []schema.Hop{entry(1, "a:op", t1), entry(3, "… > c:op", t1)}
+	stale := schema.Finding{ID: "stale", Kind: schema.KindBudgetReset, TraceID: tid(1).String(), Path: "… > c:op",
+		DetectedAt: time.Unix(0, int64(t1)), Evidence: map[string]float64{}}
+	require.NoError(t, s.WriteHops(ctx, "a1", first))
+	require.NoError(t, s.WriteFindings(ctx, "a1", []schema.Finding{stale}))
+	// Second analysis: the whole trace; the stale finding is gone.
+	second := []schema.Hop{entry(1, "a:op", t2), entry(2, "a:op > b:op", t2), entry(3, "a:op > b:op > c:op", t2)}
+	current := schema.Finding{ID: "current", Kind: schema.KindOrphanedWork, TraceID: tid(1).String(), Path: "a:op > b:op > c:op",
+		DetectedAt: time.Unix(0, int64(t2)), Evidence: map[string]float64{}}
+	edge := schema.Finding{ID: "edge", Kind: schema.KindLatencyInversion, Path: "a:op > b:op", DetectedAt: time.Unix(0, int64(t1)), Evidence: map[string]float64{}}
+	require.NoError(t, s.WriteHops(ctx, "a2", second))
+	require.NoError(t, s.WriteFindings(ctx, "a2", []schema.Finding{current, edge}))
+
+	hops, err := s.TraceHops(ctx, tid(1))
+	require.NoError(t, err)
+	require.Equal(t, second, hops, "the latest analysis of each span")
+
+	page, err := s.Findings(ctx, store.FindingQuery{})
+	require.NoError(t, err)
+	var ids []string
+	for _, f := range page.Findings {
+		ids = append(ids, f.ID)
+	}
+	require.ElementsMatch(t, []string{"current", "edge"}, ids, "the replaced analysis's finding is gone; edge findings stay")
+
+	w := store.Window{SinceNs: base, UntilNs: base + 200e9}
+	paths, err := s.Paths(ctx, w, 0)
+	require.NoError(t, err)
+	got := map[string]uint64{}
+	for _, p := range paths {
+		got[p.Path] = p.Requests
+	}
+	require.Equal(t, map[string]uint64{"a:op": 1, "a:op > b:op": 1, "a:op > b:op > c:op": 1}, got)
+	tot, err := s.Totals(ctx, w)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, tot.Requests)
+	require.EqualValues(t, 1, tot.FindingsByKind[schema.KindOrphanedWork])
+	require.Zero(t, tot.FindingsByKind[schema.KindBudgetReset])
 }
