@@ -18,6 +18,12 @@ import (
 // a later attempt; a missing backoff counts as zero. A policy of one attempt
 // is a plain timeout, which timeout_inversion already judges.
 //
+// A call that propagates its budget (budget.propagated_ms recorded on an
+// attempt) is not judged: it sends each attempt what is left, so every
+// attempt is bounded by the remaining budget and the policy cannot overrun
+// it — which is exactly what a budget-paid retry (the budget library's
+// Retry) looks like, and what the fix for this finding recommends.
+//
 // Severity: critical when the policy needs at least twice the time left (or
 // none was left); warning otherwise.
 func (v *view) unfundedRetryPolicies(now time.Time, out []schema.Finding) []schema.Finding {
@@ -30,8 +36,10 @@ func (v *view) unfundedRetryPolicies(now time.Time, out []schema.Finding) []sche
 		}
 		var maxAttempts uint32
 		var timeout, backoff *float64
+		propagates := false
 		for _, i := range lc.spans {
 			f := &v.n[i].facts
+			propagates = propagates || f.PropagatedMs != nil
 			if maxAttempts == 0 {
 				maxAttempts = f.MaxAttempts
 			}
@@ -42,7 +50,7 @@ func (v *view) unfundedRetryPolicies(now time.Time, out []schema.Finding) []sche
 				backoff = f.BackoffMs
 			}
 		}
-		if maxAttempts < 2 || timeout == nil {
+		if maxAttempts < 2 || timeout == nil || propagates {
 			continue
 		}
 		b := 0.0

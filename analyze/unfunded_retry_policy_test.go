@@ -37,6 +37,12 @@ func TestUnfundedRetryPolicy(t *testing.T) {
 				"remaining_ms": 1670, "required_ms": 6100, "max_attempts": 3, "timeout_ms": 2000, "backoff_ms": 50}}},
 		},
 		{
+			// A budget-paid retry sends each attempt what is left and is
+			// bounded by it: its policy cannot overrun the budget.
+			name:  "a call that propagates its budget is not judged",
+			spans: chain(db(2, 30, 200, tmo(1665), maxAttempts(3), backoff(100), schema.Int(schema.AttrPropagatedMs, 1665))),
+		},
+		{
 			name:  "missing backoff counts as none",
 			spans: chain(db(2, 30, 200, tmo(900), maxAttempts(2))),
 			want: []want{{span: 2, severity: schema.SeverityWarning, evidence: map[string]float64{
