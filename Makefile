@@ -57,3 +57,7 @@ demo: setup build ## run the sim scenarios against budgetd serve (started in the
 	./$(BIN) sim --demo --otlp localhost:4317
 	@echo "demo: open http://$(DEMO_API)/ - traces are analysed once idle for 10 s (analyze.assembly.idle)"
 	@echo "demo: stop a server started here with: kill \$$(cat .cache/demo-serve.pid)"
+
+.PHONY: bench-compare
+bench-compare: test-setup build ## load the Collector (otlp → nop) and budgetd with the same OTLP load; prints a table
+	$(GO) run ./bench/cmd/budgetd-bench $(ARGS)

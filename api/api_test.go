@@ -86,6 +86,21 @@ func loadFixtures(t *testing.T, st store.Store) loaded {
 	return l
 }
 
+// chdbDir is the chDB data directory of this test process (one engine per
+// process, one directory per process).
+var chdbDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "budgetd-api-chdb-")
+	if err != nil {
+		panic(err)
+	}
+	chdbDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
 type engineUnderTest struct {
 	name string
 	open func(t *testing.T) *chsql.Store
@@ -95,7 +110,7 @@ func engines() []engineUnderTest {
 	return []engineUnderTest{
 		{"embedded", func(t *testing.T) *chsql.Store {
 			ctx := context.Background()
-			s, err := embedded.Open(ctx, embedded.Config{DataDir: filepath.Join(os.TempDir(), "budgetd-api-test"), Database: fmt.Sprintf("apitest_%d", time.Now().UnixNano())})
+			s, err := embedded.Open(ctx, embedded.Config{DataDir: chdbDir, Database: fmt.Sprintf("apitest_%d", time.Now().UnixNano())})
 			require.NoError(t, err)
 			t.Cleanup(func() {
 				_ = s.Conn().Exec(ctx, "DROP DATABASE IF EXISTS "+s.Database(), nil)

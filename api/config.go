@@ -3,6 +3,8 @@ package api
 import (
 	"errors"
 	"time"
+
+	"github.com/budgetd/budgetd/security"
 )
 
 // Config is the `api` section.
@@ -17,6 +19,19 @@ type Config struct {
 	MaxRows int `yaml:"max_rows"`
 	// DefaultWindow is the look-back of window queries with no since.
 	DefaultWindow time.Duration `yaml:"default_window"`
+	// Auth requires a bearer token on every route but /healthz and
+	// /readyz (and /metrics with public_metrics); off unless tokens are
+	// configured.
+	Auth AuthConfig `yaml:"auth"`
+	// TLS serves the API over HTTPS.
+	TLS security.TLSConfig `yaml:"tls"`
+}
+
+// AuthConfig is the `api.auth` section.
+type AuthConfig struct {
+	security.AuthConfig `yaml:",inline"`
+	// PublicMetrics leaves /metrics open to scrapers without a token.
+	PublicMetrics bool `yaml:"public_metrics"`
 }
 
 // DefaultConfig returns the API defaults.
@@ -47,6 +62,12 @@ func (c Config) Validate() error {
 	}
 	if c.DefaultWindow <= 0 {
 		errs = append(errs, errors.New("api.default_window must be > 0"))
+	}
+	if err := c.Auth.Validate("api.auth"); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.TLS.Validate("api.tls"); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/budgetd/budgetd/security"
 	"github.com/budgetd/budgetd/store"
 )
 
@@ -20,6 +21,9 @@ const (
 	codeUnavailable  = "unavailable"
 	codeCancelled    = "cancelled"
 	codeInternal     = "internal"
+	// codeUnauthenticated answers a request without an accepted bearer
+	// token when api.auth is configured.
+	codeUnauthenticated = "unauthenticated"
 )
 
 // statusClientClosedRequest is nginx's 499: the client left before the
@@ -61,6 +65,8 @@ func classify(err error) (int, string) {
 		return statusClientClosedRequest, codeCancelled
 	case errors.Is(err, store.ErrUnavailable):
 		return http.StatusServiceUnavailable, codeUnavailable
+	case errors.Is(err, security.ErrUnauthenticated):
+		return http.StatusUnauthorized, codeUnauthenticated
 	}
 	return http.StatusInternalServerError, codeInternal
 }

@@ -223,6 +223,10 @@ func (s *Server) edges(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"window": windowOf(w), "edges": out})
 }
 
+// maxTraceSpans caps the spans GET /traces/{trace_id} returns (the earliest
+// ones): a browser cannot draw more, and the answer must stay bounded.
+const maxTraceSpans = 20_000
+
 // spanJSON is one span of GET /traces/{trace_id} with its budget chain.
 type spanJSON struct {
 	SpanID        string            `json:"span_id"`
@@ -285,7 +289,7 @@ func (s *Server) trace(c *gin.Context) {
 		return
 	}
 	defer cancel()
-	spans, err := s.store.Trace(ctx, id)
+	spans, err := s.store.Trace(ctx, id, maxTraceSpans)
 	if err != nil {
 		s.writeError(c, err)
 		return

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"crypto/tls"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/budgetd/budgetd/security"
 	"github.com/budgetd/budgetd/store"
 )
 
@@ -41,6 +43,8 @@ type Server struct {
 	ln      net.Listener
 	served  chan error
 	metrics *apiMetrics
+	tokens  *security.Tokens // nil: no authentication
+	tls     *tls.Config      // nil: plaintext
 }
 
 // New builds the API. It does not listen until Start.
@@ -63,6 +67,12 @@ func New(cfg Config, set Settings) (*Server, error) {
 		return nil, err
 	}
 	s.metrics = m
+	if s.tokens, err = cfg.Auth.Load("api.auth"); err != nil {
+		return nil, err
+	}
+	if s.tls, err = cfg.TLS.ServerConfig("api.tls"); err != nil {
+		return nil, err
+	}
 	gatherer := set.Gatherer
 	if gatherer == nil {
 		gatherer = prometheus.NewRegistry()
@@ -70,7 +80,7 @@ func New(cfg Config, set Settings) (*Server, error) {
 
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
-	e.Use(gin.Recovery(), s.observe)
+	e.Use(gin.Recovery(), s.observe, s.authenticate, s.boundParams)
 	e.HandleMethodNotAllowed = true
 	e.NoRoute(func(c *gin.Context) { s.writeError(c, &notFound{"no such route"}) })
 	e.NoMethod(func(c *gin.Context) { s.writeError(c, badParam("method", "%s is not allowed here", c.Request.Method)) })
@@ -116,9 +126,14 @@ func (s *Server) Start() error {
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      s.cfg.MaxTimeout + 10*time.Second,
 		IdleTimeout:       2 * time.Minute,
+		TLSConfig:         s.tls,
 	}
 	s.served = make(chan error, 1)
-	go func() { s.served <- s.http.Serve(ln) }()
+	if s.tls != nil {
+		go func() { s.served <- s.http.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { s.served <- s.http.Serve(ln) }()
+	}
 	return nil
 }
 
@@ -135,6 +150,45 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		err = serveErr
 	}
 	return err
+}
+
+// authenticate answers 401 to a request without an accepted bearer token.
+// Probes stay open so an orchestrator needs no credentials; /metrics too
+// when api.auth.public_metrics is set.
+func (s *Server) authenticate(c *gin.Context) {
+	if s.tokens == nil {
+		return
+	}
+	switch c.Request.URL.Path {
+	case "/healthz", "/readyz":
+		return
+	case "/metrics":
+		if s.cfg.Auth.PublicMetrics {
+			return
+		}
+	}
+	if !s.tokens.Check(c.GetHeader("Authorization")) {
+		security.Challenge(c.Writer)
+		s.writeError(c, security.ErrUnauthenticated)
+	}
+}
+
+// maxParamBytes bounds one query parameter value. No filter needs more
+// (service names, paths and cursors are far shorter), and a value inlined
+// into SQL must keep the statement under the server's max_query_size
+// (256 KiB): the 18.16 server inlines parameters, some more than once.
+const maxParamBytes = 4096
+
+// boundParams refuses a request with an over-long query parameter.
+func (s *Server) boundParams(c *gin.Context) {
+	for name, values := range c.Request.URL.Query() {
+		for _, v := range values {
+			if len(v) > maxParamBytes {
+				s.writeError(c, badParam(name, "longer than %d bytes", maxParamBytes))
+				return
+			}
+		}
+	}
 }
 
 // observe counts requests by route pattern and status class; the route

@@ -20,12 +20,27 @@ import (
 	"github.com/budgetd/budgetd/schema"
 )
 
+// chdbDir is the chDB data directory of this test process (one engine per
+// process, one directory per process).
+var chdbDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "budgetd-app-chdb-")
+	if err != nil {
+		panic(err)
+	}
+	chdbDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
 // testConfig runs everything on loopback ports chosen by the kernel, the
 // embedded store and a temporary write-ahead log, with a short idle period
 // so traces are analysed within the test.
 func testConfig(t *testing.T) config.Config {
 	cfg := config.DefaultConfig()
-	cfg.Store.Embedded.DataDir = filepath.Join(os.TempDir(), "budgetd-app-test")
+	cfg.Store.Embedded.DataDir = chdbDir
 	cfg.Store.Embedded.Database = fmt.Sprintf("apptest_%d", time.Now().UnixNano())
 	cfg.Ingest.WAL.Dir = t.TempDir()
 	cfg.Ingest.Server.GRPC.Endpoint = "127.0.0.1:0"

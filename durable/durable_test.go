@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -22,9 +21,18 @@ import (
 	"github.com/budgetd/budgetd/wal"
 )
 
+// chdbDir is the chDB data directory of this test process (one engine per
+// process, one directory per process).
+var chdbDir string
+
 func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "budgetd-durable-chdb-")
+	if err != nil {
+		panic(err)
+	}
+	chdbDir = dir
 	// chDB's engine runs its own threads; goleak checks Go goroutines only.
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { os.RemoveAll(dir) }))
 }
 
 // recordingSink remembers the spans it was handed.
@@ -64,7 +72,7 @@ func testConfig(dir string) Config {
 func embeddedStore(t *testing.T) *chsql.Store {
 	t.Helper()
 	ctx := context.Background()
-	s, err := embedded.Open(ctx, embedded.Config{DataDir: filepath.Join(os.TempDir(), "budgetd-durable-test"), Database: fmt.Sprintf("durable_%d", time.Now().UnixNano())})
+	s, err := embedded.Open(ctx, embedded.Config{DataDir: chdbDir, Database: fmt.Sprintf("durable_%d", time.Now().UnixNano())})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		_ = s.Conn().Exec(ctx, "DROP DATABASE IF EXISTS "+s.Database(), nil)

@@ -111,7 +111,7 @@ service:
 				require.Equal(t, uint64(collectorSpans), distinct, "spans stored over %s", tg.name)
 				require.Equal(t, uint64(collectorSpans), rows, "spans stored exactly once over %s", tg.name)
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				got, err := tg.st.Trace(ctx, sent)
+				got, err := tg.st.Trace(ctx, sent, 0)
 				cancel()
 				require.NoError(t, err)
 				if first == nil {

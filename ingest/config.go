@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"time"
+
+	"github.com/budgetd/budgetd/security"
 )
 
 // Size limits of DESIGN §6. They bound the bytes one request may hold after
@@ -41,6 +43,9 @@ type Config struct {
 	Batch BatcherConfig `yaml:"batch"`
 	// Limits bounds what one span may carry.
 	Limits Limits `yaml:"limits"`
+	// Auth requires a bearer token on every request, over both
+	// transports; off unless tokens are configured.
+	Auth security.AuthConfig `yaml:"auth"`
 }
 
 // GRPCConfig is the `ingest.grpc` section: the OTLP/gRPC listener.
@@ -56,6 +61,9 @@ type GRPCConfig struct {
 	// ConnectionTimeout bounds a new connection's HTTP/2 handshake, so a
 	// client that connects and says nothing does not hold a connection.
 	ConnectionTimeout time.Duration `yaml:"connection_timeout"`
+	// TLS serves OTLP/gRPC over TLS, with client certificates required
+	// when client_ca_file is set.
+	TLS security.TLSConfig `yaml:"tls"`
 }
 
 // HTTPConfig is the `ingest.http` section: the OTLP/HTTP listener.
@@ -76,6 +84,9 @@ type HTTPConfig struct {
 	WriteTimeout time.Duration `yaml:"write_timeout"`
 	// IdleTimeout closes keep-alive connections idle for this long.
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// TLS serves OTLP/HTTP over TLS (HTTPS), with client certificates
+	// required when client_ca_file is set.
+	TLS security.TLSConfig `yaml:"tls"`
 }
 
 // DefaultConfig returns the defaults of DESIGN §6: OTLP's standard ports on
@@ -147,6 +158,15 @@ func (c Config) Validate() error {
 		return errors.New("ingest.max_concurrent_requests must be > 0")
 	}
 	if err := c.Batch.Validate(); err != nil {
+		return err
+	}
+	if err := c.GRPC.TLS.Validate("ingest.grpc.tls"); err != nil {
+		return err
+	}
+	if err := c.HTTP.TLS.Validate("ingest.http.tls"); err != nil {
+		return err
+	}
+	if err := c.Auth.Validate("ingest.auth"); err != nil {
 		return err
 	}
 	return c.Limits.Validate()

@@ -29,6 +29,7 @@ const (
 	outcomeCanceled                           // the sender went away first
 	outcomeNotFound                           // HTTP path not /v1/traces
 	outcomeMethodNotAllowed                   // HTTP method not POST
+	outcomeUnauthenticated                    // no accepted bearer token (ingest.auth)
 )
 
 // String is the `outcome` metric label.
@@ -56,6 +57,8 @@ func (o outcome) String() string {
 		return "not_found"
 	case outcomeMethodNotAllowed:
 		return "method_not_allowed"
+	case outcomeUnauthenticated:
+		return "unauthenticated"
 	}
 	return "unknown"
 }
@@ -77,6 +80,8 @@ func (o outcome) httpStatus() int {
 		return http.StatusNotFound
 	case outcomeMethodNotAllowed:
 		return http.StatusMethodNotAllowed
+	case outcomeUnauthenticated:
+		return http.StatusUnauthorized
 	default: // overloaded, unavailable, canceled
 		return http.StatusServiceUnavailable
 	}
@@ -97,6 +102,8 @@ func (o outcome) grpcCode() codes.Code {
 		return codes.Canceled
 	case outcomeNotFound, outcomeMethodNotAllowed:
 		return codes.Unimplemented
+	case outcomeUnauthenticated:
+		return codes.Unauthenticated
 	default: // overloaded, unavailable
 		return codes.Unavailable
 	}

@@ -13,9 +13,12 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/budgetd/budgetd/security"
 )
 
 // OTLP/gRPC's trace service, as in opentelemetry-proto's
@@ -56,8 +59,8 @@ func traceServiceDesc() *grpc.ServiceDesc {
 // newGRPCServer builds the OTLP/gRPC server. Messages over
 // max_recv_msg_bytes, compressed or after decompression, are refused by
 // gRPC itself with RESOURCE_EXHAUSTED before they are fully read.
-func (s *Server) newGRPCServer() *grpc.Server {
-	srv := grpc.NewServer(
+func (s *Server) newGRPCServer(opts ...grpc.ServerOption) *grpc.Server {
+	srv := grpc.NewServer(append(opts,
 		grpc.ForceServerCodecV2(rawCodec{fallback: encoding.GetCodecV2("proto")}),
 		grpc.MaxRecvMsgSize(s.cfg.GRPC.MaxRecvMsgBytes),
 		grpc.MaxConcurrentStreams(s.cfg.GRPC.MaxConcurrentStreams),
@@ -66,7 +69,7 @@ func (s *Server) newGRPCServer() *grpc.Server {
 		// return, so none runs after Shutdown.
 		grpc.WaitForHandlers(true),
 		grpc.StatsHandler(&wireBytes{counter: s.m.requestBytes.WithLabelValues(transportGRPC, "wire")}),
-	)
+	)...)
 	srv.RegisterService(traceServiceDesc(), s)
 	return srv
 }
@@ -81,6 +84,9 @@ func (s *Server) exportGRPC(ctx context.Context, dec func(any) error) (*rawMessa
 
 // exportGRPCRequest answers one request and returns its outcome.
 func (s *Server) exportGRPCRequest(ctx context.Context, dec func(any) error) (*rawMessage, outcome, error) {
+	if s.tokens != nil && !s.tokens.Check(authorization(ctx)) {
+		return nil, outcomeUnauthenticated, s.grpcError(fail(outcomeUnauthenticated, security.ErrUnauthenticated))
+	}
 	if !s.acquire() {
 		return nil, outcomeOverloaded, s.grpcError(fail(outcomeOverloaded, errors.New("too many concurrent requests")))
 	}
@@ -120,6 +126,15 @@ func (s *Server) exportGRPCRequest(ctx context.Context, dec func(any) error) (*r
 		return nil, o, status.Error(codes.Internal, "encode response: "+err.Error())
 	}
 	return &rawMessage{data: out}, o, nil
+}
+
+// authorization returns the request's "authorization" metadata, as the
+// OTLP exporters send a configured bearer token.
+func authorization(ctx context.Context) string {
+	if v := metadata.ValueFromIncomingContext(ctx, "authorization"); len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 // grpcError turns a failed request into its gRPC status, with a RetryInfo

@@ -21,6 +21,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/budgetd/budgetd/security"
 )
 
 // tracesPath is OTLP/HTTP's path for traces.
@@ -95,6 +97,11 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 
 // exportHTTP answers one OTLP/HTTP request and returns its outcome.
 func (s *Server) exportHTTP(w http.ResponseWriter, r *http.Request) outcome {
+	if s.tokens != nil && !s.tokens.Check(r.Header.Get("Authorization")) {
+		security.Challenge(w)
+		writeText(w, outcomeUnauthenticated.httpStatus(), "401 unauthorized: "+security.ErrUnauthenticated.Error())
+		return outcomeUnauthenticated
+	}
 	if r.URL.Path != tracesPath {
 		writeText(w, http.StatusNotFound, "404 page not found: OTLP traces are sent with POST "+tracesPath)
 		return outcomeNotFound

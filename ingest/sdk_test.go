@@ -85,7 +85,7 @@ func TestSDKExporters(t *testing.T) {
 					for i, s := range sent {
 						want[i] = schemaSpan(s)
 					}
-					got, err := st.Trace(ctx, want[0].TraceID)
+					got, err := st.Trace(ctx, want[0].TraceID, 0)
 					require.NoError(t, err)
 					sortSpans(want)
 					sortSpans(got)

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/budgetd/budgetd/security"
 )
 
 // Settings are what the Server is given rather than configured with.
@@ -42,6 +46,10 @@ type Server struct {
 	sink     Sink
 	m        *serverMetrics
 	throttle *logThrottle
+	// tokens are ingest.auth's bearer tokens; nil accepts every request.
+	tokens *security.Tokens
+	// httpTLS is the OTLP/HTTP listener's TLS; nil serves plaintext.
+	httpTLS *tls.Config
 
 	// slots bounds the requests in progress: a handler puts a token in to
 	// start, takes it out when done. Shutdown fills it to wait for the
@@ -93,11 +101,25 @@ func New(cfg Config, set Settings) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if s.tokens, err = cfg.Auth.Load("ingest.auth"); err != nil {
+		return nil, fmt.Errorf("create ingest server: %w", err)
+	}
+	grpcTLS, err := cfg.GRPC.TLS.ServerConfig("ingest.grpc.tls")
+	if err != nil {
+		return nil, fmt.Errorf("create ingest server: %w", err)
+	}
+	if s.httpTLS, err = cfg.HTTP.TLS.ServerConfig("ingest.http.tls"); err != nil {
+		return nil, fmt.Errorf("create ingest server: %w", err)
+	}
 	if s.sink == nil {
 		s.sink = NopSink{}
 	}
 	if cfg.GRPC.Endpoint != "" {
-		s.grpc = s.newGRPCServer()
+		var creds []grpc.ServerOption
+		if grpcTLS != nil {
+			creds = append(creds, grpc.Creds(credentials.NewTLS(grpcTLS)))
+		}
+		s.grpc = s.newGRPCServer(creds...)
 	}
 	if cfg.HTTP.Endpoint != "" {
 		s.http = &http.Server{
@@ -108,6 +130,7 @@ func New(cfg Config, set Settings) (*Server, error) {
 			IdleTimeout:       cfg.HTTP.IdleTimeout,
 			MaxHeaderBytes:    64 << 10,
 			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+			TLSConfig:         s.httpTLS,
 		}
 	}
 	return s, nil
@@ -153,12 +176,19 @@ func (s *Server) Start(ctx context.Context) error {
 	if httpLn != nil {
 		s.httpAddr = httpLn.Addr()
 		s.serveErr.Go(func() {
-			if err := s.http.Serve(httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			serve := s.http.Serve
+			if s.httpTLS != nil {
+				// The certificate is in TLSConfig already; ServeTLS
+				// also offers HTTP/2.
+				serve = func(ln net.Listener) error { return s.http.ServeTLS(ln, "", "") }
+			}
+			if err := serve(httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				s.log.Error("otlp/http server failed", "err", err)
 			}
 		})
 	}
-	s.log.Info("otlp ingest listening", "grpc", addrString(s.grpcAddr), "http", addrString(s.httpAddr))
+	s.log.Info("otlp ingest listening", "grpc", addrString(s.grpcAddr), "http", addrString(s.httpAddr),
+		"grpc_tls", s.cfg.GRPC.TLS.Enabled(), "http_tls", s.httpTLS != nil, "auth", s.tokens != nil)
 	return nil
 }
 

@@ -273,7 +273,7 @@ func TestStoredAsConverted(t *testing.T) {
 			tt.send(td)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			got, err := st.Trace(ctx, want[0].TraceID)
+			got, err := st.Trace(ctx, want[0].TraceID, 0)
 			require.NoError(t, err)
 			require.Equal(t, want, got)
 		})

@@ -221,7 +221,9 @@ func (p *Pipeline) process(ctx context.Context, flush bool) error {
 func (p *Pipeline) mergeStored(ctx context.Context, tr analyze.Assembled) []schema.Span {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.WriteTimeout)
 	defer cancel()
-	stored, err := p.store.Trace(ctx, tr.ID)
+	// Read no more than a trace may hold in assembly: a late span on a huge
+	// trace must not pull the whole trace into memory.
+	stored, err := p.store.Trace(ctx, tr.ID, p.cfg.Assembly.MaxSpansPerTrace)
 	if err != nil {
 		if !errors.Is(err, store.ErrNotFound) {
 			p.metrics.readErrors.Inc()

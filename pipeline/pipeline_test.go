@@ -22,12 +22,18 @@ import (
 	"github.com/budgetd/budgetd/store/embedded"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
+// dataDir is shared by the package's tests: chDB runs one engine per
+// process, and each test process gets its own directory.
+var dataDir string
 
-// dataDir is shared by the package's tests: chDB runs one engine per process.
-var dataDir = filepath.Join(os.TempDir(), "budgetd-pipeline-test")
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "budgetd-pipeline-chdb-")
+	if err != nil {
+		panic(err)
+	}
+	dataDir = dir
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { os.RemoveAll(dir) }))
+}
 
 func openStore(t *testing.T, db string) *chsql.Store {
 	t.Helper()

@@ -36,8 +36,9 @@ type Store interface {
 	// WriteFindings stores findings.
 	WriteFindings(ctx context.Context, token string, findings []schema.Finding) error
 
-	// Trace returns every stored span of a trace, in start order, or ErrNotFound.
-	Trace(ctx context.Context, id schema.TraceID) ([]schema.Span, error)
+	// Trace returns the stored spans of a trace in start order — the first
+	// limit of them, or all when limit is 0 — or ErrNotFound.
+	Trace(ctx context.Context, id schema.TraceID, limit int) ([]schema.Span, error)
 	// TraceHops returns the analysed hops of a trace, in start order.
 	TraceHops(ctx context.Context, id schema.TraceID) ([]schema.Hop, error)
 	// Spans returns spans that started inside the window, grouped by trace,

@@ -34,6 +34,8 @@ var configFlagDefs = []struct {
 	{"ingest.http.endpoint", "OTLP/HTTP listen `address` (default localhost:4318; empty disables)", func(c *config.Config, v string) { c.Ingest.Server.HTTP.Endpoint = v }},
 	{"ingest.durability", "where spans are durable before the ack: wal (default) or batch", func(c *config.Config, v string) { c.Ingest.Durability = v }},
 	{"ingest.wal.dir", "write-ahead log `dir` (default <store.embedded.data-dir>/wal)", func(c *config.Config, v string) { c.Ingest.WAL.Dir = v }},
+	{"ingest.auth.tokens-file", "`file` of bearer tokens OTLP senders must present, one per line (docs/security.md)", func(c *config.Config, v string) { c.Ingest.Server.Auth.TokensFile = v }},
+	{"api.auth.tokens-file", "`file` of bearer tokens API clients must present, one per line (docs/security.md)", func(c *config.Config, v string) { c.API.Auth.TokensFile = v }},
 }
 
 func addConfigFlags(fs *flag.FlagSet) *configFlags {

@@ -132,7 +132,7 @@ func (s *Store) querySpans(ctx context.Context, query string, params Params) ([]
 // so the spans scan is limited to its services and time range. A span
 // stored twice (a sender's retry after a lost acknowledgement arrives as a
 // new batch) is returned once.
-func (s *Store) Trace(ctx context.Context, id schema.TraceID) ([]schema.Span, error) {
+func (s *Store) Trace(ctx context.Context, id schema.TraceID, limit int) ([]schema.Span, error) {
 	rows, err := s.conn.Query(ctx, "SELECT service, min(start_ns), max(end_ns) FROM "+s.db+
 		".trace_index WHERE trace_id = {id:String} GROUP BY service ORDER BY service", Params{P("id", id.String())})
 	if err != nil {
@@ -165,6 +165,9 @@ func (s *Store) Trace(ctx context.Context, id schema.TraceID) ([]schema.Span, er
 		" AND service IN (" + inList("s", "String", len(services)) + ")" +
 		" AND start_ns >= {lo:UInt64} AND start_ns <= {hi:UInt64}" +
 		" ORDER BY start_ns, span_id LIMIT 1 BY span_id"
+	if limit > 0 {
+		q += " LIMIT " + strconv.Itoa(limit)
+	}
 	spans, err := s.querySpans(ctx, q, params)
 	if err != nil {
 		return nil, fmt.Errorf("read trace: %w", err)

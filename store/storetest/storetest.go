@@ -156,9 +156,12 @@ func testSpanRoundTrip(t *testing.T, h Harness) {
 		StartNs: rich.StartNs - 1000, EndNs: rich.EndNs + 1000}
 	require.NoError(t, s.WriteSpans(ctx, "rt1", []schema.Span{rich, root}))
 
-	got, err := s.Trace(ctx, tid(1))
+	got, err := s.Trace(ctx, tid(1), 0)
 	require.NoError(t, err)
 	require.Equal(t, []schema.Span{root, rich}, got, "spans come back whole, in start order")
+	first, err := s.Trace(ctx, tid(1), 1)
+	require.NoError(t, err)
+	require.Equal(t, []schema.Span{root}, first, "a limit keeps the earliest spans")
 
 	all, err := s.Spans(ctx, store.Window{SinceNs: root.StartNs, UntilNs: root.StartNs}, 0)
 	require.NoError(t, err)
@@ -210,7 +213,7 @@ func testHopFindingRoundTrip(t *testing.T, h Harness) {
 
 func testTraceNotFound(t *testing.T, h Harness) {
 	s, _ := open(t, h)
-	_, err := s.Trace(ctxT(t), tid(42))
+	_, err := s.Trace(ctxT(t), tid(42), 0)
 	require.ErrorIs(t, err, store.ErrNotFound)
 	hops, err := s.TraceHops(ctxT(t), tid(42))
 	require.NoError(t, err)
@@ -363,7 +366,7 @@ func testConcurrentWriters(t *testing.T, h Harness) {
 	n, err := s.CountRows(ctx, "spans")
 	require.NoError(t, err)
 	require.EqualValues(t, writers*batches*perBatch, n)
-	got, err := s.Trace(ctx, tid(3*batches+2))
+	got, err := s.Trace(ctx, tid(3*batches+2), 0)
 	require.NoError(t, err)
 	require.Len(t, got, perBatch)
 	require.Equal(t, "svc3", got[0].Service)
@@ -460,7 +463,7 @@ func testHostileFilters(t *testing.T, h Harness) {
 			require.NoError(t, err, "value %q", v)
 			require.Empty(t, page.Findings, "value %q matched", v)
 		}
-		_, err := s.Trace(ctx, tid(7))
+		_, err := s.Trace(ctx, tid(7), 0)
 		require.ErrorIs(t, err, store.ErrNotFound)
 	}
 	// A filter value that contains quotes still matches exactly.
@@ -530,7 +533,7 @@ func testOutage(t *testing.T, h Harness) {
 	}
 	require.NoError(t, pingErr, "the engine reconnects after the server is back")
 	require.NoError(t, s.WriteSpans(ctx, "after-outage", []schema.Span{richSpan()}))
-	got, err := s.Trace(ctx, tid(1))
+	got, err := s.Trace(ctx, tid(1), 0)
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 }
