@@ -25,6 +25,9 @@ type Config struct {
 	Auth AuthConfig `yaml:"auth"`
 	// TLS serves the API over HTTPS.
 	TLS security.TLSConfig `yaml:"tls"`
+	// Pprof serves Go's profiler under /debug/pprof/ (behind api.auth like
+	// the rest). Off by default: profiles expose internals and cost CPU.
+	Pprof bool `yaml:"pprof"`
 }
 
 // AuthConfig is the `api.auth` section.

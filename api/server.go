@@ -98,6 +98,9 @@ func New(cfg Config, set Settings) (*Server, error) {
 	if err := s.mountUI(e); err != nil {
 		return nil, err
 	}
+	if cfg.Pprof {
+		e.GET("/debug/pprof/*profile", gin.WrapF(servePprof))
+	}
 	s.engine = e
 	return s, nil
 }

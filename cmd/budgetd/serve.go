@@ -30,6 +30,7 @@ var configFlagDefs = []struct {
 	{"store.clickhouse.dsn", "ClickHouse `dsn`, clickhouse://host:9000/budgetd", func(c *config.Config, v string) { c.Store.ClickHouse.DSN = v }},
 	{"log.level", "log `level`: debug, info, warn, error", func(c *config.Config, v string) { c.Log.Level = v }},
 	{"api.endpoint", "REST API, /metrics and UI listen `address` (default localhost:8080)", func(c *config.Config, v string) { c.API.Endpoint = v }},
+	{"api.pprof", "serve Go's profiler at /debug/pprof/ on the API listener: true or false", func(c *config.Config, v string) { c.API.Pprof = v == "true" }},
 	{"ingest.grpc.endpoint", "OTLP/gRPC listen `address` (default localhost:4317; empty disables)", func(c *config.Config, v string) { c.Ingest.Server.GRPC.Endpoint = v }},
 	{"ingest.http.endpoint", "OTLP/HTTP listen `address` (default localhost:4318; empty disables)", func(c *config.Config, v string) { c.Ingest.Server.HTTP.Endpoint = v }},
 	{"ingest.durability", "where spans are durable before the ack: wal (default) or batch", func(c *config.Config, v string) { c.Ingest.Durability = v }},
