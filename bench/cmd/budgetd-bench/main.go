@@ -23,7 +23,10 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/budgetd/budgetd/bench"
+	"github.com/budgetd/budgetd/store/chsql"
+	"github.com/budgetd/budgetd/store/clickhouse"
 	"github.com/budgetd/budgetd/store/clickhouse/clickhousetest"
+	"github.com/budgetd/budgetd/store/embedded"
 )
 
 func main() {
@@ -54,8 +57,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	targets := fs.String("targets", "collector,embedded,clickhouse", "comma-separated targets to load")
 	budgetdBin := fs.String("budgetd", "bin/budgetd", "budgetd `binary`")
 	otelcolBin := fs.String("otelcol", ".cache/otelcol/otelcol-budgetd", "Collector `binary` (make test-setup builds it)")
+	querySpans := fs.Int("query-spans", 0, "instead of loading: fill each store engine with this many `spans` and time the API's queries")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *querySpans > 0 {
+		return runQueries(ctx, out, *querySpans)
 	}
 	// Targets run in their own directories: binaries must be absolute.
 	for _, p := range []*string{budgetdBin, otelcolBin} {
@@ -196,4 +203,63 @@ func machine() string {
 	}
 	out, _ := exec.Command("nproc").Output()
 	return fmt.Sprintf("%s cores of %s", strings.TrimSpace(string(out)), cpu)
+}
+
+// runQueries fills the embedded store and a ClickHouse server with n spans
+// each and prints the query latencies and bytes per span.
+func runQueries(ctx context.Context, out io.Writer, n int) error {
+	work, err := os.MkdirTemp("", "budgetd-bench-q-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	srv, err := clickhousetest.StartIn(filepath.Join(work, "clickhouse"))
+	if err != nil {
+		return err
+	}
+	defer srv.Stop()
+	engines := []struct {
+		name string
+		open func() (*chsql.Store, error)
+	}{
+		{"embedded (chDB 26.7)", func() (*chsql.Store, error) {
+			return embedded.Open(ctx, embedded.Config{DataDir: filepath.Join(work, "chdb"), Database: "bench"})
+		}},
+		{"clickhouse-server 18.16", func() (*chsql.Store, error) {
+			cfg := clickhouse.DefaultConfig()
+			cfg.DSN = srv.DSN("bench")
+			return clickhouse.Open(ctx, cfg)
+		}},
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "engine\tspans\tload s\tbytes/span\ttrace by id p50/p99 ms\tfindings p50/p99 ms\tpaths 1h p50/p99 ms\tedges 1h p50/p99 ms\t\n")
+	for _, e := range engines {
+		st, err := e.open()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "filling %s with %d spans...\n", e.name, n)
+		t0 := time.Now()
+		if err := bench.Fill(ctx, st, n, 20_000); err != nil {
+			st.Close()
+			return err
+		}
+		load := time.Since(t0)
+		lat, err := bench.Queries(ctx, st, 21)
+		if err != nil {
+			st.Close()
+			return err
+		}
+		bps, err := bench.BytesPerSpan(ctx, st)
+		st.Close()
+		if err != nil {
+			return err
+		}
+		ms := func(k string) string {
+			return fmt.Sprintf("%.1f / %.1f", float64(lat[k][0].Microseconds())/1000, float64(lat[k][1].Microseconds())/1000)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.1f\t%s\t%s\t%s\t%s\t\n", e.name, n, load.Seconds(), bps,
+			ms("trace by id"), ms("findings first page"), ms("paths, 1 h"), ms("edges, 1 h"))
+	}
+	return tw.Flush()
 }
