@@ -541,6 +541,11 @@ func (v *view) buildHops() {
 		h.CalleeService, h.CalleeOperation = nd.calleeSvc, nd.calleeOp
 		h.StartNs = s.StartNs
 		h.DurationNs = s.DurationNs()
+		if s.Kind.IsCall() {
+			if ec := v.entryChild(i); ec >= 0 {
+				h.CalleeDurationNs = v.t.Spans[ec].DurationNs()
+			}
+		}
 		h.IsError = nd.isError
 		h.TimedOut = nd.facts.TimedOut
 		if r, ok := v.remaining(i); ok {

@@ -32,6 +32,7 @@ func TestHopFields(t *testing.T) {
 	require.Equal(t, 2000.0, *root.RemainingMs)
 	require.Equal(t, 2000.0, *root.BudgetMs)
 	require.EqualValues(t, 1, root.Attempt)
+	require.EqualValues(t, 980e6, root.CalleeDurationNs, "a call carries its callee's own duration")
 
 	gw := hopOf(t, r, 2)
 	require.Equal(t, "mobile:checkout > gateway:POST /checkout", gw.Path)
@@ -47,6 +48,8 @@ func TestHopFields(t *testing.T) {
 	require.Equal(t, schema.KindServer, gw.Kind)
 
 	first, retry := hopOf(t, r, 3), hopOf(t, r, 4)
+	require.Zero(t, first.CalleeDurationNs, "an attempt the callee never saw has no callee duration")
+	require.EqualValues(t, 430e6, retry.CalleeDurationNs)
 	require.Equal(t, "mobile:checkout > gateway:POST /checkout > order:POST /order", first.Path,
 		"the attempt that never reached order is named after the attempt that did")
 	require.Equal(t, first.Path, retry.Path, "retries collapse onto one path")

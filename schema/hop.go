@@ -24,6 +24,10 @@ type Hop struct {
 
 	StartNs    uint64
 	DurationNs uint64
+	// CalleeDurationNs is, for a call, how long the callee's own entry span
+	// took (0 when the callee recorded none). A call that timed out ends at
+	// the caller's timeout, so edge latency figures use this when known.
+	CalleeDurationNs uint64
 	IsError    bool // status error, or an error/timeout status code
 	TimedOut   bool // the call ended in a timeout or cancellation
 

@@ -130,7 +130,7 @@ type EdgeStats struct {
 	Calls           uint64
 	Retries         uint64   // calls with attempt > 1
 	MedianTimeoutMs *float64 // caller's configured timeout, when recorded
-	P50DurationMs   float64  // call duration as the caller saw it
+	P50DurationMs   float64  // callee's own latency; the call's duration when the callee recorded no span
 	P99DurationMs   float64
 }
 

@@ -216,7 +216,7 @@ func (s *Store) TraceHops(ctx context.Context, id schema.TraceID) ([]schema.Hop,
 			&h.CallerService, &h.CallerOperation, &h.CalleeService, &h.CalleeOperation,
 			&h.StartNs, &h.DurationNs, &isErr, &timedOut,
 			&h.RemainingMs, &h.BudgetMs, &h.BudgetSource, &h.TimeoutMs, &h.Attempt, &h.MaxAttempts,
-			&h.OrphanedMs, &rejected, &inferred, &h.AnalyzedNs)
+			&h.OrphanedMs, &rejected, &inferred, &h.AnalyzedNs, &h.CalleeDurationNs)
 		if err != nil {
 			return nil, wrapCtx(ctx, fmt.Errorf("scan hop: %w", err))
 		}
@@ -439,7 +439,7 @@ func (s *Store) eachRow(ctx context.Context, query string, params Params, fn fun
 // Edges implements store.Store.
 func (s *Store) Edges(ctx context.Context, w store.Window, limit int) ([]store.EdgeStats, error) {
 	q := "SELECT caller_service, caller_operation, callee_service, callee_operation, count(), countIf(attempt > 1)," +
-		" quantile(0.5)(timeout_ms), quantiles(0.5, 0.99)(duration_ns / 1000000)" +
+		" quantile(0.5)(timeout_ms), quantiles(0.5, 0.99)(if(callee_duration_ns > 0, callee_duration_ns, duration_ns) / 1000000)" +
 		" FROM " + s.latestHops("kind IN (3, 4) AND start_ns >= {since:UInt64} AND start_ns <= {until:UInt64}") +
 		" GROUP BY caller_service, caller_operation, callee_service, callee_operation" +
 		" ORDER BY count() DESC, caller_service, caller_operation, callee_service, callee_operation LIMIT " + strconv.Itoa(clampLimit(limit, 10_000))

@@ -123,7 +123,7 @@ var hopColumns = []string{
 	"caller_service", "caller_operation", "callee_service", "callee_operation",
 	"start_ns", "duration_ns", "is_error", "timed_out",
 	"remaining_ms", "budget_ms", "budget_source", "timeout_ms", "attempt", "max_attempts",
-	"orphaned_ms", "rejected", "inferred", "analyzed_ns",
+	"orphaned_ms", "rejected", "inferred", "analyzed_ns", "callee_duration_ns",
 }
 
 func b2u(b bool) uint8 {
@@ -142,7 +142,7 @@ func (s *Store) WriteHops(ctx context.Context, token string, hops []schema.Hop) 
 			h.Path, h.RootPath, h.CallerService, h.CallerOperation, h.CalleeService, h.CalleeOperation,
 			h.StartNs, h.DurationNs, b2u(h.IsError), b2u(h.TimedOut),
 			h.RemainingMs, h.BudgetMs, h.BudgetSource, h.TimeoutMs, h.Attempt, h.MaxAttempts,
-			h.OrphanedMs, b2u(h.Rejected), b2u(h.Inferred), h.AnalyzedNs)
+			h.OrphanedMs, b2u(h.Rejected), b2u(h.Inferred), h.AnalyzedNs, h.CalleeDurationNs)
 	})
 	return wrapCtx(ctx, err)
 }

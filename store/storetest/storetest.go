@@ -173,7 +173,7 @@ func sampleHop(n int) schema.Hop {
 		TraceID: tid(n), SpanID: sid(n), ParentSpanID: sid(n + 1000), Service: "order", Operation: "POST /order",
 		Kind: schema.KindClient, Path: "gateway:GET / > order:POST /order > pricing:quote", RootPath: "gateway:GET /",
 		CallerService: "order", CallerOperation: "POST /order", CalleeService: "pricing", CalleeOperation: "quote",
-		StartNs: uint64(1_700_000_000_000_000_000 + n), DurationNs: 2_500_000_000, IsError: true, TimedOut: true,
+		StartNs: uint64(1_700_000_000_000_000_000 + n), DurationNs: 2_500_000_000, CalleeDurationNs: 4_000_000_000, IsError: true, TimedOut: true,
 		RemainingMs: schema.Ms(2300), BudgetMs: nil, BudgetSource: string(schema.SourcePropagated),
 		TimeoutMs: schema.Ms(15000), Attempt: 2, MaxAttempts: 3, OrphanedMs: 12.5, Rejected: true, Inferred: true,
 	}
@@ -389,10 +389,16 @@ func testAggregates(t *testing.T, h Harness) {
 			attempts = 2
 		}
 		for a := 1; a <= attempts; a++ {
-			hops = append(hops, schema.Hop{TraceID: tid(r), SpanID: sid(r*10 + a), ParentSpanID: sid(r * 10), Service: "gw",
+			call := schema.Hop{TraceID: tid(r), SpanID: sid(r*10 + a), ParentSpanID: sid(r * 10), Service: "gw",
 				Operation: "GET db", Kind: schema.KindClient, Path: "gw:GET / > db:query",
 				CallerService: "gw", CallerOperation: "GET /", CalleeService: "db", CalleeOperation: "query",
-				StartNs: entry.StartNs + 1, DurationNs: 50e6, TimeoutMs: schema.Ms(300), Attempt: uint32(a)})
+				StartNs: entry.StartNs + 1, DurationNs: 50e6, TimeoutMs: schema.Ms(300), Attempt: uint32(a)}
+			if r == 1 && a == 1 {
+				// The first attempt timed out at the caller's 300 ms while
+				// the database took 900 ms: the edge's latency is the 900.
+				call.DurationNs, call.CalleeDurationNs = 300e6, 900e6
+			}
+			hops = append(hops, call)
 		}
 	}
 	require.NoError(t, s.WriteHops(ctx, "agg", hops))
@@ -432,7 +438,8 @@ func testAggregates(t *testing.T, h Harness) {
 	require.EqualValues(t, 1, e.Retries)
 	require.NotNil(t, e.MedianTimeoutMs)
 	require.InDelta(t, 300, *e.MedianTimeoutMs, 0.001)
-	require.InDelta(t, 50, e.P99DurationMs, 1)
+	require.InDelta(t, 50, e.P50DurationMs, 1)
+	require.Greater(t, e.P99DurationMs, 800.0, "the callee's own 900 ms, not the caller's 300 ms timeout")
 
 	tot, err := s.Totals(ctx, w)
 	require.NoError(t, err)
