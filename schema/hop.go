@@ -28,8 +28,8 @@ type Hop struct {
 	// took (0 when the callee recorded none). A call that timed out ends at
 	// the caller's timeout, so edge latency figures use this when known.
 	CalleeDurationNs uint64
-	IsError    bool // status error, or an error/timeout status code
-	TimedOut   bool // the call ended in a timeout or cancellation
+	IsError          bool // status error, or an error/timeout status code
+	TimedOut         bool // the call ended in a timeout or cancellation
 
 	// RemainingMs is the time the request really had left at this span's
 	// start (R(C) in DESIGN §5), when any ancestor carried a budget.
