@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -279,8 +280,13 @@ func TestRunScenarioFromCode(t *testing.T) {
 // from its requests, and returns the truth of the requests that finished.
 func TestRunCancelled(t *testing.T) {
 	defer goleak.VerifyNone(t)
+	// The first export proves spans have ended, so requests are under way
+	// and their hops are working: that is what the cancellation must stop.
+	exported := make(chan struct{})
+	var once sync.Once
 	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
+		once.Do(func() { close(exported) })
 	}))
 	defer collector.Close()
 	sc, err := Embedded("seed000_independent") // its hops work on for a minute after the client left
@@ -288,6 +294,7 @@ func TestRunCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg := DefaultConfig()
 	cfg.Endpoint, cfg.Protocol = collector.URL, ProtocolHTTP
+	cfg.BatchTimeout = 10 * time.Millisecond
 	done := make(chan struct{})
 	var tr *Truth
 	var runErr error
@@ -295,7 +302,11 @@ func TestRunCancelled(t *testing.T) {
 		defer close(done)
 		tr, runErr = Run(ctx, sc, cfg, Settings{})
 	}()
-	time.Sleep(100 * time.Millisecond) // let requests start: this is the point of the test, not a condition
+	select {
+	case <-exported:
+	case <-time.After(time.Minute):
+		t.Fatal("no span was exported within a minute")
+	}
 	start := time.Now()
 	cancel()
 	select {
