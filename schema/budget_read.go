@@ -278,10 +278,29 @@ func (r *budgetReader) inferBudget() {
 // the fallback header a, or records why none was usable (the reason of the
 // first bad value).
 func (r *budgetReader) headerBudget(k budgetKey, a Attr) (float64, bool) {
+	return firstUsable(r, a, func(h string) (float64, string) {
+		switch k {
+		case keyHeaderGRPCTimeout, keyMetadataGRPCTimeout:
+			d, why := parseGRPCTimeout(h)
+			return float64(d) / float64(time.Millisecond), why
+		case keyHeaderDeadline:
+			return r.deadline(h)
+		default:
+			return parseDecimal(h, false, false)
+		}
+	})
+}
+
+// firstUsable returns the first value of the header attribute a that parse
+// accepts (parse returns a reason for a value it refuses). When none is
+// usable it records the reason of the first refusal, or of the attribute's
+// shape, and reports false.
+func firstUsable[T any](r *budgetReader, a Attr, parse func(string) (T, string)) (T, bool) {
+	var zero T
 	it, reason := newHeaderValues(a)
 	if reason != "" {
 		r.invalid(a.Key, reason)
-		return 0, false
+		return zero, false
 	}
 	for {
 		h, ok, end := it.next()
@@ -291,18 +310,7 @@ func (r *budgetReader) headerBudget(k budgetKey, a Attr) (float64, bool) {
 			}
 			break
 		}
-		var v float64
-		var why string
-		switch k {
-		case keyHeaderGRPCTimeout, keyMetadataGRPCTimeout:
-			var d time.Duration
-			d, why = parseGRPCTimeout(h)
-			v = float64(d) / float64(time.Millisecond)
-		case keyHeaderDeadline:
-			v, why = r.deadline(h)
-		default:
-			v, why = parseDecimal(h, false, false)
-		}
+		v, why := parse(h)
 		if why == "" {
 			return v, true
 		}
@@ -311,7 +319,7 @@ func (r *budgetReader) headerBudget(k budgetKey, a Attr) (float64, bool) {
 		}
 	}
 	r.invalid(a.Key, reason)
-	return 0, false
+	return zero, false
 }
 
 // deadline turns an x-request-deadline value (absolute Unix epoch ms) into
@@ -364,37 +372,20 @@ func (r *budgetReader) inferAttempt() {
 // headerCount returns the 1-based attempt number carried by the first usable
 // value of the attempt header a, or records why none was usable.
 func (r *budgetReader) headerCount(k budgetKey, a Attr) (uint32, bool) {
-	it, reason := newHeaderValues(a)
-	if reason != "" {
-		r.invalid(a.Key, reason)
-		return 0, false
-	}
-	for {
-		h, ok, end := it.next()
-		if !ok {
-			if reason == "" {
-				reason = end
-			}
-			break
-		}
+	return firstUsable(r, a, func(h string) (uint32, string) {
 		n, why := parseCount(h)
 		switch {
 		case why != "":
+			return 0, why
 		case k == keyPreviousAttempts && n == math.MaxUint32:
-			why = reasonOutOfRange
+			return 0, reasonOutOfRange
 		case k == keyPreviousAttempts:
-			return n + 1, true
+			return n + 1, ""
 		case n == 0:
-			why = reasonZero
-		default:
-			return n, true
+			return 0, reasonZero
 		}
-		if reason == "" {
-			reason = why
-		}
-	}
-	r.invalid(a.Key, reason)
-	return 0, false
+		return n, ""
+	})
 }
 
 // readTimedOut decides whether the span's outcome was a timeout or a
