@@ -2,7 +2,6 @@ package api
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -17,6 +16,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/budgetd/budgetd/proctest"
 )
 
 // This file drives headless Chromium over the Chrome DevTools Protocol,
@@ -64,31 +65,13 @@ type browser struct {
 	cmd    *exec.Cmd
 	toB    *os.File // our end of Chromium's fd 3
 	fromB  *os.File // our end of Chromium's fd 4
-	stderr *syncBuffer
+	stderr *proctest.Output
 	read   chan struct{} // closed when the reader goroutine ends
 
 	mu       sync.Mutex
 	next     int64
 	pending  map[int64]chan cdpMessage
 	problems []string // console errors, exceptions and failed loads, in order
-}
-
-// syncBuffer is a bytes.Buffer safe for the exec package's copy goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // startBrowser starts headless Chromium with a fresh profile and stops it
@@ -102,7 +85,7 @@ func startBrowser(t *testing.T) *browser {
 	require.NoError(t, err)
 	fromB, cmdW, err := os.Pipe()
 	require.NoError(t, err)
-	b := &browser{toB: toB, fromB: fromB, stderr: &syncBuffer{}, read: make(chan struct{}), pending: map[int64]chan cdpMessage{}}
+	b := &browser{toB: toB, fromB: fromB, stderr: &proctest.Output{}, read: make(chan struct{}), pending: map[int64]chan cdpMessage{}}
 	b.cmd = exec.Command(bin,
 		"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
 		"--disable-background-networking", "--disable-component-update", "--disable-sync",

@@ -1,7 +1,6 @@
 package crashtest
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/hex"
@@ -27,6 +26,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/budgetd/budgetd/proctest"
 	"github.com/budgetd/budgetd/store/chsql"
 )
 
@@ -34,38 +34,13 @@ import (
 // the Collector.
 const otelcolPath = ".cache/otelcol/otelcol-budgetd"
 
-// repoRoot returns the directory holding go.mod.
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	wd, err := os.Getwd()
-	require.NoError(t, err)
-	for dir := wd; ; dir = filepath.Dir(dir) {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		if filepath.Dir(dir) == dir {
-			t.Fatalf("no go.mod above %s", wd)
-		}
-	}
-}
-
-// tool returns a tool installed by `make test-setup`; a missing one fails
-// the test, as it is a setup bug.
-func tool(t testing.TB, rel string) string {
-	t.Helper()
-	p := filepath.Join(repoRoot(t), rel)
-	_, err := os.Stat(p)
-	require.NoError(t, err, "%s is missing: run `make test-setup`", rel)
-	return p
-}
-
 // buildBudgetd builds cmd/budgetd into a temporary directory. The binary is
 // built without -race: the process under test is killed, not checked.
 func buildBudgetd(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "budgetd")
 	cmd := exec.Command("go", "build", "-o", bin, "./cmd/budgetd")
-	cmd.Dir = repoRoot(t)
+	cmd.Dir = proctest.RepoRoot(t)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "go build: %s", out)
 	return bin
@@ -83,33 +58,11 @@ func freeAddr(t testing.TB) string {
 	return addr
 }
 
-// syncBuffer collects a process's output for failure messages.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s := b.buf.String()
-	if len(s) > 8000 {
-		s = "…" + s[len(s)-8000:]
-	}
-	return s
-}
-
 // process is a child process of the test.
 type process struct {
 	name   string
 	cmd    *exec.Cmd
-	output *syncBuffer
+	output *proctest.Output
 	exited chan error
 	err    error
 	done   bool
@@ -117,7 +70,7 @@ type process struct {
 
 func startProcess(t testing.TB, name string, env []string, bin string, args ...string) *process {
 	t.Helper()
-	p := &process{name: name, cmd: exec.Command(bin, args...), output: &syncBuffer{}, exited: make(chan error, 1)}
+	p := &process{name: name, cmd: exec.Command(bin, args...), output: &proctest.Output{}, exited: make(chan error, 1)}
 	p.cmd.Stdout, p.cmd.Stderr = p.output, p.output
 	p.cmd.Env = append(os.Environ(), env...)
 	require.NoError(t, p.cmd.Start())
@@ -152,10 +105,10 @@ func (p *process) stop(t testing.TB, timeout time.Duration) {
 	select {
 	case err := <-p.exited:
 		p.err, p.done = err, true
-		require.NoError(t, err, "%s exited uncleanly\n%s", p.name, p.output.String())
+		require.NoError(t, err, "%s exited uncleanly\n%s", p.name, p.output.Tail())
 	case <-time.After(timeout):
 		p.kill()
-		t.Fatalf("%s did not stop within %s\n%s", p.name, timeout, p.output.String())
+		t.Fatalf("%s did not stop within %s\n%s", p.name, timeout, p.output.Tail())
 	}
 }
 
@@ -168,14 +121,14 @@ func waitUntil(t testing.TB, what string, timeout time.Duration, p *process, con
 			select {
 			case err := <-p.exited:
 				p.err, p.done = err, true
-				t.Fatalf("%s exited while waiting for %s: %v\n%s", p.name, what, err, p.output.String())
+				t.Fatalf("%s exited while waiting for %s: %v\n%s", p.name, what, err, p.output.Tail())
 			default:
 			}
 		}
 		if time.Now().After(deadline) {
 			msg := ""
 			if p != nil {
-				msg = p.output.String()
+				msg = p.output.Tail()
 			}
 			t.Fatalf("timed out after %s waiting for %s\n%s", timeout, what, msg)
 		}
@@ -208,7 +161,7 @@ func newBudgetd(t testing.TB, bin string, o budgetdOptions) *budgetd {
 	t.Helper()
 	dir := t.TempDir()
 	b := &budgetd{bin: bin, dsn: o.dsn, dataDir: filepath.Join(dir, "data"), grpc: freeAddr(t), http: freeAddr(t), api: freeAddr(t)}
-	b.env = []string{"CHDB_LIB_PATH=" + filepath.Join(repoRoot(t), ".cache/libchdb/libchdb.so")}
+	b.env = []string{"CHDB_LIB_PATH=" + filepath.Join(proctest.RepoRoot(t), ".cache/libchdb/libchdb.so")}
 	storeCfg := fmt.Sprintf("  engine: embedded\n  embedded:\n    data_dir: %s\n", b.dataDir)
 	if o.dsn != "" {
 		storeCfg = fmt.Sprintf("  engine: clickhouse\n  clickhouse:\n    dsn: %s\n", o.dsn)
@@ -302,7 +255,7 @@ func startCollectorWith(t testing.TB, receiver, config string) *process {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "otelcol.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(config), 0o600))
-	p := startProcess(t, "the Collector", nil, tool(t, otelcolPath), "--config", path)
+	p := startProcess(t, "the Collector", nil, proctest.Tool(t, otelcolPath), "--config", path)
 	waitUntil(t, "the Collector's receiver", 60*time.Second, p, func() bool {
 		c, err := net.DialTimeout("tcp", receiver, time.Second)
 		if err == nil {

@@ -1,7 +1,6 @@
 package ingest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -21,6 +20,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/budgetd/budgetd/proctest"
 	"github.com/budgetd/budgetd/schema"
 	"github.com/budgetd/budgetd/store/chsql"
 )
@@ -43,7 +43,7 @@ const collectorSpans = 3000
 // its own budgetd and database. Every span must arrive exactly once, and
 // identical over the three paths.
 func TestCollector(t *testing.T) {
-	bin := tool(t, otelcolPath)
+	bin := proctest.Tool(t, otelcolPath)
 	for _, eng := range engines() {
 		t.Run(eng.name, func(t *testing.T) {
 			inst := eng.start(t)
@@ -138,29 +138,10 @@ func freeAddr(t testing.TB) string {
 // process is a tool running for a test.
 type process struct {
 	cmd    *exec.Cmd
-	output *syncBuffer
+	output *proctest.Output
 	exited chan error
 
 	once sync.Once
-}
-
-// syncBuffer is a bytes.Buffer safe for the process's output copier and
-// the test to use at once.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // startCollector runs the Collector with config and waits until its OTLP
@@ -169,7 +150,7 @@ func startCollector(t *testing.T, bin, config, receiver string) *process {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "otelcol.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(config), 0o600))
-	p := &process{cmd: exec.Command(bin, "--config", path), output: &syncBuffer{}, exited: make(chan error, 1)}
+	p := &process{cmd: exec.Command(bin, "--config", path), output: &proctest.Output{}, exited: make(chan error, 1)}
 	p.cmd.Stdout, p.cmd.Stderr = p.output, p.output
 	require.NoError(t, p.cmd.Start())
 	go func() { p.exited <- p.cmd.Wait() }()
@@ -259,7 +240,7 @@ const (
 // TestTelemetrygen sends 100k spans from telemetrygen, the OpenTelemetry
 // load generator, over OTLP/gRPC and checks that every one is stored once.
 func TestTelemetrygen(t *testing.T) {
-	bin := tool(t, telemetrygenPath)
+	bin := proctest.Tool(t, telemetrygenPath)
 	for _, eng := range engines() {
 		t.Run(eng.name, func(t *testing.T) {
 			st := eng.start(t).open(t)

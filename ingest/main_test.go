@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -223,33 +222,6 @@ func countRows(t testing.TB, st *chsql.Store) uint64 {
 	n, err := st.CountRows(ctx, "spans")
 	require.NoError(t, err)
 	return n
-}
-
-// repoRoot is the module root, where `make test-setup` installs tools.
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	wd, err := os.Getwd()
-	require.NoError(t, err)
-	for dir := wd; ; dir = filepath.Dir(dir) {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		if filepath.Dir(dir) == dir {
-			t.Fatalf("no go.mod above %s", wd)
-		}
-	}
-}
-
-// tool returns the path of a tool installed by `make test-setup`, failing
-// the test when it is missing: a missing tool is a setup bug, not a reason
-// to skip.
-func tool(t testing.TB, rel string) string {
-	t.Helper()
-	p := filepath.Join(repoRoot(t), rel)
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("%s not found: run `make test-setup` (%v)", rel, err)
-	}
-	return p
 }
 
 // distinctSpans returns the number of distinct (trace, span) ids stored,

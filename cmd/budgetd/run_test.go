@@ -1,44 +1,24 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/budgetd/budgetd/proctest"
 	"github.com/budgetd/budgetd/store/clickhouse/clickhousetest"
 )
 
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a running
-// command and the reads of the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func runCmd(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
-	var out, errOut syncBuffer
+	var out, errOut proctest.Output
 	err = run(context.Background(), args, &out, &errOut)
 	return out.String(), errOut.String(), err
 }
@@ -118,7 +98,7 @@ func TestServeWithoutLibchdb(t *testing.T) {
 	srv := clickhousetest.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errOut syncBuffer
+	var out, errOut proctest.Output
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, append([]string{"serve", "--store.engine", "clickhouse", "--store.clickhouse.dsn", srv.DSN("cmdtest")}, localListeners(t)...), &out, &errOut)
@@ -143,7 +123,7 @@ func TestServeDemo(t *testing.T) {
 	srv := clickhousetest.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errOut syncBuffer
+	var out, errOut proctest.Output
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, append([]string{"serve", "--demo", "--store.engine", "clickhouse", "--store.clickhouse.dsn", srv.DSN("demotest")},

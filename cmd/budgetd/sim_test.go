@@ -12,11 +12,13 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/budgetd/budgetd/proctest"
 )
 
 func runSim(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
-	var out, errOut syncBuffer
+	var out, errOut proctest.Output
 	err = simCmd(context.Background(), args, &out, &errOut)
 	return out.String(), errOut.String(), err
 }
