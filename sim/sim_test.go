@@ -259,7 +259,9 @@ func TestRunScenarioFromCode(t *testing.T) {
 	}))
 	defer collector.Close()
 	sc := Scenario{
-		Name: "code", Policy: PolicyIndependent, TimeScale: 0.01,
+		// Real time: at a compressed scale the 500 ms timeout would be 5 ms,
+		// which a loaded machine misses, and success is what is asserted.
+		Name: "code", Policy: PolicyIndependent, TimeScale: 1,
 		Client: Client{Service: "c", Call: Call{Timeout: time.Second}},
 		Hops: []Hop{
 			{Service: "a", Call: &Call{Timeout: 500 * time.Millisecond}},
