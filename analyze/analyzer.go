@@ -32,6 +32,12 @@ type Counters struct {
 	// LateSamples counts call samples not recorded because they started
 	// before the window (or before a slice already reused for newer data).
 	LateSamples uint64
+	// WaitEdges, RefusedWaits and LateWaits are the same for the waits
+	// inference draws on (how long callers waited, per edge and entry
+	// point), kept apart so they never crowd out call statistics.
+	WaitEdges    int
+	RefusedWaits uint64
+	LateWaits    uint64
 }
 
 // Analyzer runs the detectors over traces and keeps bounded per-edge
@@ -46,18 +52,33 @@ type Analyzer struct {
 	sliceNs int64
 
 	mu        sync.Mutex
-	edges     map[edgeKey]*edgeWindow
-	refused   uint64
-	late      uint64
-	sweptAt   int64 // slice epoch of the last sweep of expired edges
-	hasSwept  bool
+	edges     windows // call statistics
+	waits     windows // how long callers waited, for inference
 	scratchAg edgeAgg
+}
+
+// windows is a bounded set of edge windows with its counters.
+type windows struct {
+	m        map[edgeKey]*edgeWindow
+	refused  uint64
+	late     uint64
+	sweptAt  int64 // slice epoch of the last sweep of expired edges
+	hasSwept bool
 }
 
 // edgeWindow is the ring of slices of one edge.
 type edgeWindow struct {
 	slices [edgeSlices]edgeSlice
 	newest int64 // newest epoch recorded
+
+	// waits changes whenever the window's wait samples change; the cached
+	// timeout estimate is valid for one waits value and one epoch.
+	waits    uint64
+	est      Estimate
+	estOK    bool
+	estWaits uint64
+	estEpoch int64
+	hasEst   bool
 }
 
 // edgeSlice is one slice of an edge's window; epoch < 0 marks it unused.
@@ -73,7 +94,8 @@ func New(cfg Config) *Analyzer {
 	return &Analyzer{
 		cfg:     cfg,
 		sliceNs: int64(cfg.EdgeWindow) / edgeSlices,
-		edges:   map[edgeKey]*edgeWindow{},
+		edges:   windows{m: map[edgeKey]*edgeWindow{}},
+		waits:   windows{m: map[edgeKey]*edgeWindow{}},
 	}
 }
 
@@ -88,13 +110,42 @@ func (a *Analyzer) Config() Config { return a.cfg }
 // A trace analysed again (re-opened by late spans) yields the same finding
 // ids, but its calls are recorded again.
 func (a *Analyzer) Trace(t *schema.Trace, now time.Time) Result {
-	v := newView(t, a.cfg)
-	res := v.detect(now, func(k edgeKey) (float64, bool) { return a.p50(k, now) })
-	a.record(v.hops, now)
-	return res
+	return a.Traces([]*schema.Trace{t}, now)[0]
 }
 
-// detect runs the per-trace detectors.
+// inferChunk is the number of traces Traces prepares at once: their waits
+// are recorded before any of them is judged, so the first traces of a
+// batch already benefit from the timeouts the others show, while memory
+// stays bounded by a chunk's views.
+const inferChunk = 256
+
+// Traces analyses several traces, as Trace does each, but first records how
+// long every caller in them waited, so inferred timeouts (infer.go) draw on
+// the whole batch. Results are in the order of ts.
+func (a *Analyzer) Traces(ts []*schema.Trace, now time.Time) []Result {
+	out := make([]Result, 0, len(ts))
+	var est estimateFunc
+	if a.cfg.Infer.Enabled {
+		est = func(k edgeKey) (Estimate, bool) { return a.estimate(k, now) }
+	}
+	for len(ts) > 0 {
+		chunk := ts[:min(len(ts), inferChunk)]
+		ts = ts[len(chunk):]
+		views := make([]*view, len(chunk))
+		for i, t := range chunk {
+			views[i] = newView(t, a.cfg)
+		}
+		a.recordWaits(views, now)
+		for _, v := range views {
+			v.finish(est)
+			out = append(out, v.detect(now, func(k edgeKey) (float64, bool) { return a.p50(k, now) }))
+			a.record(v.hops, now)
+		}
+	}
+	return out
+}
+
+// detect runs the per-trace detectors. The view is finished (finish).
 func (v *view) detect(now time.Time, p50 p50Func) Result {
 	var fs []schema.Finding
 	fs = v.timeoutInversions(now, fs)
@@ -118,61 +169,95 @@ func (a *Analyzer) epoch(ns int64) int64 {
 
 // record adds the calls among hops to the edge windows.
 func (a *Analyzer) record(hops []schema.Hop, now time.Time) {
-	nowNs := now.UnixNano()
-	nowEpoch := a.epoch(nowNs)
-	oldest := nowEpoch - edgeSlices + 1
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	eachCall(hops, func(s callSample) {
-		// A sample from the future (a skewed host) counts as now, so it
-		// cannot push the window forward and evict current data.
-		at := min(clampTime(s.startNs), nowNs)
-		ep := a.epoch(at)
-		if ep < oldest {
-			a.late++
-			return
+		if agg := a.slice(&a.edges, s.key, s.startNs, now, true); agg != nil {
+			agg.add(&s)
 		}
-		w := a.edges[s.key]
-		if w == nil {
-			if len(a.edges) >= a.cfg.MaxEdges {
-				a.sweep(nowEpoch)
-			}
-			if len(a.edges) >= a.cfg.MaxEdges {
-				a.refused++
-				return
-			}
-			w = &edgeWindow{newest: -1 << 62}
-			for i := range w.slices {
-				w.slices[i].epoch = -1 << 62
-			}
-			a.edges[s.key] = w
-		}
-		sl := &w.slices[mod(ep, edgeSlices)]
-		switch {
-		case sl.epoch == ep:
-		case sl.epoch < ep:
-			*sl = edgeSlice{epoch: ep}
-		default:
-			a.late++
-			return
-		}
-		sl.agg.add(&s)
-		w.newest = max(w.newest, ep)
 	})
+}
+
+// recordWaits adds how long the callers in views waited to the edge
+// windows.
+func (a *Analyzer) recordWaits(views []*view, now time.Time) {
+	if !a.cfg.Infer.Enabled {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, v := range views {
+		v.waitSamples(func(w waitSample) {
+			// Only a call that timed out opens an edge's wait window: the
+			// answered calls of edges that never time out are not kept.
+			if agg := a.slice(&a.waits, w.key, w.startNs, now, w.gaveUp); agg != nil {
+				agg.addWait(&w)
+				a.waits.m[w.key].waits++
+			}
+		})
+	}
+}
+
+// slice returns the aggregate of the time slice of ws a sample of edge k
+// started at startNs belongs to, creating the edge (when create is set) and
+// resetting a reused slice as needed; nil when the sample is refused (too
+// many edges), late, or of an edge not tracked and not to be created. The
+// caller holds a.mu.
+func (a *Analyzer) slice(ws *windows, k edgeKey, startNs uint64, now time.Time, create bool) *edgeAgg {
+	nowNs := now.UnixNano()
+	nowEpoch := a.epoch(nowNs)
+	// A sample from the future (a skewed host) counts as now, so it cannot
+	// push the window forward and evict current data.
+	at := min(clampTime(startNs), nowNs)
+	ep := a.epoch(at)
+	if ep < nowEpoch-edgeSlices+1 {
+		ws.late++
+		return nil
+	}
+	w := ws.m[k]
+	if w == nil && !create {
+		return nil
+	}
+	if w == nil {
+		if len(ws.m) >= a.cfg.MaxEdges {
+			ws.sweep(nowEpoch)
+		}
+		if len(ws.m) >= a.cfg.MaxEdges {
+			ws.refused++
+			return nil
+		}
+		w = &edgeWindow{newest: -1 << 62}
+		for i := range w.slices {
+			w.slices[i].epoch = -1 << 62
+		}
+		ws.m[k] = w
+	}
+	sl := &w.slices[mod(ep, edgeSlices)]
+	switch {
+	case sl.epoch == ep:
+	case sl.epoch < ep:
+		*sl = edgeSlice{epoch: ep}
+		w.waits++ // the slice's waits are gone: a cached estimate is stale
+	default:
+		ws.late++
+		return nil
+	}
+	w.newest = max(w.newest, ep)
+	return &sl.agg
 }
 
 func mod(a, m int64) int64 { return ((a % m) + m) % m }
 
 // sweep drops edges with no slice left in the window. It runs at most once
 // per slice, so a full table does not cost a scan per refused sample.
-func (a *Analyzer) sweep(nowEpoch int64) {
-	if a.hasSwept && a.sweptAt == nowEpoch {
+func (ws *windows) sweep(nowEpoch int64) {
+	if ws.hasSwept && ws.sweptAt == nowEpoch {
 		return
 	}
-	a.hasSwept, a.sweptAt = true, nowEpoch
-	for k, w := range a.edges {
+	ws.hasSwept, ws.sweptAt = true, nowEpoch
+	for k, w := range ws.m {
 		if w.newest <= nowEpoch-edgeSlices {
-			delete(a.edges, k)
+			delete(ws.m, k)
 		}
 	}
 }
@@ -192,13 +277,39 @@ func (w *edgeWindow) window(nowEpoch int64, dst *edgeAgg) {
 func (a *Analyzer) p50(k edgeKey, now time.Time) (float64, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	w := a.edges[k]
+	w := a.edges.m[k]
 	if w == nil {
 		return 0, false
 	}
 	a.scratchAg = edgeAgg{latency: sketch{bins: a.scratchAg.latency.bins[:0]}}
 	w.window(a.epoch(now.UnixNano()), &a.scratchAg)
 	return a.scratchAg.p50(a.cfg.MinEdgeSamples)
+}
+
+// estimate returns edge k's timeout estimate over the window ending at now,
+// when it is usable (InferConfig). Estimates are cached per edge until the
+// edge's wait samples or the window change, since every call of every trace
+// without a recorded timeout asks.
+func (a *Analyzer) estimate(k edgeKey, now time.Time) (Estimate, bool) {
+	nowEpoch := a.epoch(now.UnixNano())
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	w := a.waits.m[k]
+	if w == nil {
+		return Estimate{}, false
+	}
+	if !w.hasEst || w.estWaits != w.waits || w.estEpoch != nowEpoch {
+		var agg waitAgg
+		for i := range w.slices {
+			sl := &w.slices[i]
+			if sl.epoch > nowEpoch-edgeSlices && sl.epoch <= nowEpoch {
+				agg.merge(&sl.agg.wait)
+			}
+		}
+		w.est, w.estOK = agg.estimate(a.cfg.SkewToleranceMs)
+		w.hasEst, w.estWaits, w.estEpoch = true, w.waits, nowEpoch
+	}
+	return w.est, w.estOK && w.est.usable(a.cfg.Infer)
 }
 
 // Edges returns the statistics of every edge with calls in the window ending
@@ -208,10 +319,10 @@ func (a *Analyzer) Edges(now time.Time) []EdgeStats {
 	nowEpoch := a.epoch(now.UnixNano())
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	aggs := make(map[edgeKey]*edgeAgg, len(a.edges))
-	for k, w := range a.edges {
+	aggs := make(map[edgeKey]*edgeAgg, len(a.edges.m))
+	for k, w := range a.edges.m {
 		if w.newest <= nowEpoch-edgeSlices {
-			delete(a.edges, k)
+			delete(a.edges.m, k)
 			continue
 		}
 		agg := &edgeAgg{}
@@ -220,18 +331,30 @@ func (a *Analyzer) Edges(now time.Time) []EdgeStats {
 			aggs[k] = agg
 		}
 	}
-	return sortedStats(aggs)
+	for k, w := range a.waits.m {
+		if w.newest <= nowEpoch-edgeSlices {
+			delete(a.waits.m, k)
+			continue
+		}
+		if agg := aggs[k]; agg != nil {
+			w.window(nowEpoch, agg) // wait windows hold waits only
+		}
+	}
+	return sortedStats(aggs, a.cfg.SkewToleranceMs)
 }
 
 // EdgeFindings returns the latency_inversion findings of the window ending
 // at now (see LatencyInversions).
 func (a *Analyzer) EdgeFindings(now time.Time) []schema.Finding {
-	return LatencyInversions(a.Edges(now), a.cfg.MinEdgeSamples, now)
+	return LatencyInversions(a.Edges(now), a.cfg, now)
 }
 
 // Counters returns the Analyzer's counters.
 func (a *Analyzer) Counters() Counters {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return Counters{Edges: len(a.edges), RefusedSamples: a.refused, LateSamples: a.late}
+	return Counters{
+		Edges: len(a.edges.m), RefusedSamples: a.edges.refused, LateSamples: a.edges.late,
+		WaitEdges: len(a.waits.m), RefusedWaits: a.waits.refused, LateWaits: a.waits.late,
+	}
 }

@@ -82,10 +82,11 @@ func BenchmarkDetectors(b *testing.B) {
 	b.Run("prepare", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			newView(tr, cfg)
+			newView(tr, cfg).finish(nil)
 		}
 	})
 	v := newView(tr, cfg)
+	v.finish(nil)
 	detectors := []struct {
 		name string
 		run  func()
@@ -108,10 +109,12 @@ func BenchmarkDetectors(b *testing.B) {
 		})
 	}
 	edges := EdgeStatsFromHops(v.hops)
+	liCfg := cfg
+	liCfg.MinEdgeSamples = 1
 	b.Run("latency_inversion", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			LatencyInversions(edges, 1, testNow)
+			LatencyInversions(edges, liCfg, testNow)
 		}
 	})
 }

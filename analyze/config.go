@@ -30,6 +30,9 @@ type Config struct {
 	// further edges are refused and counted (Counters.RefusedSamples) until
 	// old edges fall out of the window.
 	MaxEdges int `yaml:"max_edges" json:"max_edges"`
+	// Infer configures zero-instrumentation inference: timeouts and
+	// deadlines estimated from timing where the spans record none.
+	Infer InferConfig `yaml:"infer" json:"infer"`
 }
 
 // The defaults of DefaultConfig.
@@ -60,6 +63,7 @@ func DefaultConfig() Config {
 		EdgeWindow:                  defaultEdgeWindow,
 		MinEdgeSamples:              defaultMinEdgeSamples,
 		MaxEdges:                    defaultMaxEdges,
+		Infer:                       DefaultInferConfig(),
 	}
 }
 
@@ -84,6 +88,12 @@ func (c Config) Validate() error {
 	if c.MaxEdges < 1 {
 		errs = append(errs, errors.New("analyze.max_edges must be >= 1"))
 	}
+	if c.Infer.MinSamples < 1 {
+		errs = append(errs, errors.New("analyze.infer.min_samples must be >= 1"))
+	}
+	if math.IsNaN(c.Infer.MinConfidence) || c.Infer.MinConfidence < 0 || c.Infer.MinConfidence > 1 {
+		errs = append(errs, errors.New("analyze.infer.min_confidence must be between 0 and 1"))
+	}
 	return errors.Join(errs...)
 }
 
@@ -106,6 +116,12 @@ func (c Config) sanitized() Config {
 	}
 	if c.MaxEdges < 1 {
 		c.MaxEdges = d.MaxEdges
+	}
+	if c.Infer.MinSamples < 1 {
+		c.Infer.MinSamples = d.Infer.MinSamples
+	}
+	if math.IsNaN(c.Infer.MinConfidence) || c.Infer.MinConfidence < 0 || c.Infer.MinConfidence > 1 {
+		c.Infer.MinConfidence = d.Infer.MinConfidence
 	}
 	return c
 }

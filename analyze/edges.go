@@ -28,6 +28,10 @@ type EdgeStats struct {
 	P50Ms          *float64 `json:"p50_ms"`
 	P99Ms          *float64 `json:"p99_ms"`
 	LatencySamples uint64   `json:"latency_samples"`
+	// InferredTimeout is the caller's timeout as estimated from the
+	// durations of its calls that timed out (infer.go), whether or not the
+	// caller recorded one; nil when no call timed out.
+	InferredTimeout *Estimate `json:"inferred_timeout,omitempty"`
 }
 
 // edgeKey identifies an edge.
@@ -120,6 +124,7 @@ type edgeAgg struct {
 	calls, retries uint64
 	latency        sketch
 	timeouts       valueTable
+	wait           waitAgg
 }
 
 func (a *edgeAgg) add(s *callSample) {
@@ -138,10 +143,21 @@ func (a *edgeAgg) merge(o *edgeAgg) {
 	a.retries += o.retries
 	a.latency.merge(&o.latency)
 	a.timeouts.merge(&o.timeouts)
+	a.wait.merge(&o.wait)
 }
 
-// stats turns an aggregate into EdgeStats.
-func (a *edgeAgg) stats(k edgeKey) EdgeStats {
+// addWait records how long a caller waited on the edge.
+func (a *edgeAgg) addWait(w *waitSample) {
+	if w.gaveUp {
+		a.wait.gaveUp.add(w.ms)
+	} else {
+		a.wait.answered.add(w.ms)
+	}
+}
+
+// stats turns an aggregate into EdgeStats; tolMs is the skew tolerance,
+// the narrowest a cluster of timed-out durations is.
+func (a *edgeAgg) stats(k edgeKey, tolMs float64) EdgeStats {
 	e := EdgeStats{
 		CallerService: k.callerSvc, CallerOperation: k.callerOp,
 		CalleeService: k.calleeSvc, CalleeOperation: k.calleeOp,
@@ -161,6 +177,9 @@ func (a *edgeAgg) stats(k edgeKey) EdgeStats {
 	if v, ok := a.latency.quantile(0.99); ok {
 		e.P99Ms = schema.Ms(v)
 	}
+	if est, ok := a.wait.estimate(tolMs); ok {
+		e.InferredTimeout = &est
+	}
 	return e
 }
 
@@ -178,20 +197,35 @@ func (a *edgeAgg) p50(minSamples int) (float64, bool) {
 // it reads the hops table. Hops of many traces may be mixed, in any order.
 // The result is sorted by caller service, caller operation, callee service
 // and callee operation.
+//
+// Hops do not say how long callers waited before giving up, so the result
+// has no inferred timeouts; Analyze adds them from the traces.
 func EdgeStatsFromHops(hops []schema.Hop) []EdgeStats {
-	aggs := map[edgeKey]*edgeAgg{}
-	eachCall(hops, func(s callSample) {
-		a := aggs[s.key]
-		if a == nil {
-			a = &edgeAgg{}
-			aggs[s.key] = a
-		}
-		a.add(&s)
-	})
-	return sortedStats(aggs)
+	return sortedStats(edgeAggs(hops), 0)
 }
 
-func sortedStats(aggs map[edgeKey]*edgeAgg) []EdgeStats {
+// edgeAggs aggregates the calls among hops per edge, without a window.
+func edgeAggs(hops []schema.Hop) map[edgeKey]*edgeAgg {
+	aggs := map[edgeKey]*edgeAgg{}
+	eachCall(hops, func(s callSample) {
+		aggOf(aggs, s.key).add(&s)
+	})
+	return aggs
+}
+
+// aggOf returns k's aggregate, creating it.
+func aggOf(aggs map[edgeKey]*edgeAgg, k edgeKey) *edgeAgg {
+	a := aggs[k]
+	if a == nil {
+		a = &edgeAgg{}
+		aggs[k] = a
+	}
+	return a
+}
+
+// sortedStats returns the statistics of the edges with calls; entry points
+// (edges without a caller, which only hold waits) are left out.
+func sortedStats(aggs map[edgeKey]*edgeAgg, tolMs float64) []EdgeStats {
 	keys := make([]edgeKey, 0, len(aggs))
 	for k := range aggs {
 		keys = append(keys, k)
@@ -199,7 +233,9 @@ func sortedStats(aggs map[edgeKey]*edgeAgg) []EdgeStats {
 	sort.Slice(keys, func(a, b int) bool { return keys[a].less(keys[b]) })
 	out := make([]EdgeStats, 0, len(keys))
 	for _, k := range keys {
-		out = append(out, aggs[k].stats(k))
+		if aggs[k].calls > 0 {
+			out = append(out, aggs[k].stats(k, tolMs))
+		}
 	}
 	return out
 }

@@ -115,6 +115,28 @@ func analyzeSpans(t *testing.T, spans []schema.Span) Result {
 	return New(testConfig()).Trace(schema.NewTrace(spans), testNow)
 }
 
+// analyzeRecordedOnly runs a fresh Analyzer with inference off: findings
+// from recorded budgets and timing alone.
+func analyzeRecordedOnly(t *testing.T, spans []schema.Span) Result {
+	t.Helper()
+	cfg := testConfig()
+	cfg.Infer.Enabled = false
+	return New(cfg).Trace(schema.NewTrace(spans), testNow)
+}
+
+// splitInferred separates findings resting on inferred figures from the
+// others.
+func splitInferred(fs []schema.Finding) (recorded, inferred []schema.Finding) {
+	for _, f := range fs {
+		if f.Evidence["inferred"] == 1 {
+			inferred = append(inferred, f)
+		} else {
+			recorded = append(recorded, f)
+		}
+	}
+	return recorded, inferred
+}
+
 // ofKind returns the findings of one kind.
 func ofKind(fs []schema.Finding, k schema.Kind) []schema.Finding {
 	var out []schema.Finding

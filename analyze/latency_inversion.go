@@ -18,23 +18,38 @@ import (
 // replaces the edge's previous finding. Severity: critical when even the
 // callee's median is at least the timeout (most calls time out); warning
 // otherwise.
-func LatencyInversions(edges []EdgeStats, minSamples int, now time.Time) []schema.Finding {
+//
+// An edge whose caller recorded no timeout is judged on its inferred timeout
+// (EdgeStats.InferredTimeout) when that is usable under cfg.Infer; the
+// finding then carries evidence inferred = 1 and the estimate's confidence.
+func LatencyInversions(edges []EdgeStats, cfg Config, now time.Time) []schema.Finding {
 	var out []schema.Finding
 	for _, e := range edges {
-		if e.LatencySamples < uint64(max(minSamples, 1)) || e.TimeoutMs == nil || e.P99Ms == nil {
+		if e.LatencySamples < uint64(max(cfg.MinEdgeSamples, 1)) || e.P99Ms == nil {
 			continue
 		}
-		timeout, p99 := *e.TimeoutMs, *e.P99Ms
-		if p99 < timeout {
+		var timeout inferredMs
+		switch {
+		case e.TimeoutMs != nil:
+			timeout = inferredMs{known: true, ms: *e.TimeoutMs, conf: 1}
+		case e.InferredTimeout != nil && e.InferredTimeout.usable(cfg.Infer):
+			timeout = inferredMs{known: true, ms: e.InferredTimeout.Ms, conf: e.InferredTimeout.Confidence, inferred: true}
+		default:
+			continue
+		}
+		p99 := *e.P99Ms
+		if p99 < timeout.ms {
 			continue
 		}
 		sev := schema.SeverityWarning
-		if e.P50Ms != nil && *e.P50Ms >= timeout {
+		if e.P50Ms != nil && *e.P50Ms >= timeout.ms {
 			sev = schema.SeverityCritical
 		}
 		msg := e.CalleeService + " answers " + e.CallerService + " in " + fmtMs(p99) +
-			" ms at p99 but " + e.CallerService + " waits a median " + fmtMs(timeout) + " ms over " +
+			" ms at p99 but " + e.CallerService + " waits " + waitText(timeout) + " over " +
 			strconv.FormatUint(e.LatencySamples, 10) + " calls; raise the caller's budget or make the callee faster."
+		ev := map[string]float64{"timeout_ms": timeout.ms, "p99_ms": p99, "samples": float64(e.LatencySamples)}
+		markInferred(ev, timeout)
 		out = append(out, schema.Finding{
 			ID:            FindingID(schema.KindLatencyInversion, "", "", e.CallerService, e.CallerOperation, e.CalleeService, e.CalleeOperation),
 			Kind:          schema.KindLatencyInversion,
@@ -45,13 +60,18 @@ func LatencyInversions(edges []EdgeStats, minSamples int, now time.Time) []schem
 			CalleeService: e.CalleeService,
 			Path:          e.CallerService + ":" + e.CallerOperation + pathSep + e.CalleeService + ":" + e.CalleeOperation,
 			DetectedAt:    now,
-			Evidence: map[string]float64{
-				"timeout_ms": timeout,
-				"p99_ms":     p99,
-				"samples":    float64(e.LatencySamples),
-			},
-			Message: msg,
+			Evidence:      ev,
+			Message:       msg,
 		})
 	}
 	return out
+}
+
+// waitText says how long a caller waits: "a median 500 ms" when recorded,
+// "about 500 ms (inferred)" when estimated.
+func waitText(t inferredMs) string {
+	if t.inferred {
+		return "about " + fmtMs(t.ms) + " ms (inferred from timed-out calls)"
+	}
+	return "a median " + fmtMs(t.ms) + " ms"
 }

@@ -52,19 +52,46 @@ func Analyze(spans []schema.Span, now time.Time, cfg Config) Report {
 	sort.Slice(ids, func(a, b int) bool { return string(ids[a][:]) < string(ids[b][:]) })
 
 	views := make([]*view, 0, len(ids))
-	var hops []schema.Hop
 	for _, id := range ids {
-		v := newView(schema.NewTrace(byTrace[id]), cfg)
-		views = append(views, v)
+		views = append(views, newView(schema.NewTrace(byTrace[id]), cfg))
+	}
+	// How long callers waited is gathered from every trace before any is
+	// judged, so inferred timeouts draw on all the input.
+	waits := map[edgeKey]*edgeAgg{}
+	if cfg.Infer.Enabled {
+		for _, v := range views {
+			v.waitSamples(func(w waitSample) { aggOf(waits, w.key).addWait(&w) })
+		}
+	}
+	estimates := map[edgeKey]Estimate{}
+	for k, a := range waits {
+		if e, ok := a.wait.estimate(cfg.SkewToleranceMs); ok {
+			estimates[k] = e
+		}
+	}
+	var est estimateFunc
+	if cfg.Infer.Enabled {
+		est = func(k edgeKey) (Estimate, bool) {
+			e, ok := estimates[k]
+			return e, ok && e.usable(cfg.Infer)
+		}
+	}
+	var hops []schema.Hop
+	for _, v := range views {
+		v.finish(est)
 		hops = append(hops, v.hops...)
 	}
-	edges := EdgeStatsFromHops(hops)
-	aggs := map[edgeKey]EdgeStats{}
+	aggs := edgeAggs(hops)
+	for k, w := range waits {
+		aggOf(aggs, k).wait = w.wait
+	}
+	edges := sortedStats(aggs, cfg.SkewToleranceMs)
+	byKey := map[edgeKey]EdgeStats{}
 	for _, e := range edges {
-		aggs[edgeKey{e.CallerService, e.CallerOperation, e.CalleeService, e.CalleeOperation}] = e
+		byKey[edgeKey{e.CallerService, e.CallerOperation, e.CalleeService, e.CalleeOperation}] = e
 	}
 	p50 := func(k edgeKey) (float64, bool) {
-		e, ok := aggs[k]
+		e, ok := byKey[k]
 		if !ok || e.P50Ms == nil || e.LatencySamples < uint64(cfg.MinEdgeSamples) {
 			return 0, false
 		}
@@ -75,7 +102,7 @@ func Analyze(spans []schema.Span, now time.Time, cfg Config) Report {
 	for _, v := range views {
 		findings = append(findings, v.detect(now, p50).Findings...)
 	}
-	findings = append(findings, LatencyInversions(edges, cfg.MinEdgeSamples, now)...)
+	findings = append(findings, LatencyInversions(edges, cfg, now)...)
 	sortFindings(findings)
 	return Report{Findings: findings, Paths: Summarize(hops, findings)}
 }

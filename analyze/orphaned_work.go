@@ -30,9 +30,12 @@ func (v *view) orphanedWork(now time.Time, out []schema.Finding) []schema.Findin
 		}
 		msg := v.spanService(i) + " kept working " + fmtMs(ms) + " ms after " + nd.giveUpText() +
 			"; propagate cancellation and stop work whose caller has gone."
-		out = append(out, v.spanFinding(schema.KindOrphanedWork, i, sev, now, map[string]float64{
-			"orphaned_ms": ms,
-		}, msg))
+		ev := map[string]float64{"orphaned_ms": ms}
+		if nd.giveUpInf > 0 {
+			// G is the entry point's estimated deadline.
+			markInferred(ev, inferredMs{inferred: true, conf: nd.giveUpInf})
+		}
+		out = append(out, v.spanFinding(schema.KindOrphanedWork, i, sev, now, ev, msg))
 	}
 	return out
 }
@@ -43,6 +46,9 @@ func (nd *node) giveUpText() string {
 	case giveUpClient:
 		return nd.giveUpBy + " stopped waiting"
 	case giveUpDeadline:
+		if nd.giveUpInf > 0 {
+			return "the request's inferred deadline passed"
+		}
 		return "the request's deadline passed"
 	case giveUpCancel:
 		if nd.giveUpBy != "" {

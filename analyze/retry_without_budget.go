@@ -28,10 +28,11 @@ func (v *view) retriesWithoutBudget(now time.Time, p50 p50Func, out []schema.Fin
 		if nd.call < 0 || nd.attempt < 2 {
 			continue
 		}
-		r, ok := v.remaining(i)
+		eff, ok := v.effectiveRemaining(i)
 		if !ok {
 			continue
 		}
+		r := eff.ms
 		expected, known := 0.0, false
 		if p50 != nil {
 			expected, known = p50(edgeKey{nd.callerSvc, nd.callerOp, nd.calleeSvc, nd.calleeOp})
@@ -40,6 +41,7 @@ func (v *view) retriesWithoutBudget(now time.Time, p50 p50Func, out []schema.Fin
 			continue
 		}
 		ev := map[string]float64{"remaining_ms": r, "attempt": float64(nd.attempt)}
+		markInferred(ev, eff)
 		sev := schema.SeverityCritical
 		tail := ""
 		if known {

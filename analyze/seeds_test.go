@@ -31,7 +31,7 @@ func orphaned(fs []schema.Finding) (map[string]float64, float64) {
 
 // Seed 000: independent timeouts at every hop of a checkout.
 func TestSeedCheckoutIndependentTimeouts(t *testing.T) {
-	r := analyzeSpans(t, checkoutIndependentTimeouts(1))
+	r := analyzeRecordedOnly(t, checkoutIndependentTimeouts(1))
 
 	// 2 × 2 × 3 = 12 database queries for one checkout, multiplied at all
 	// three levels that retry.
@@ -65,6 +65,25 @@ func TestSeedCheckoutIndependentTimeouts(t *testing.T) {
 	for _, f := range ofKind(r.Findings, schema.KindOrphanedWork) {
 		require.Equal(t, schema.SeverityCritical, f.Severity)
 	}
+
+	// With inference, each caller's recorded timeout is a deadline for
+	// everything below it, so the hops' timeouts are judged against what
+	// their callers left them: the gateway's 30 s under the mobile
+	// client's 30 s, and every retry after a caller above gave up.
+	inf := analyzeSpans(t, checkoutIndependentTimeouts(1))
+	recorded, inferred := splitInferred(inf.Findings)
+	require.Equal(t, r.Findings, recorded, "inference adds findings and changes none")
+	require.Equal(t, map[schema.Kind]int{schema.KindTimeoutInversion: 16, schema.KindRetryWithoutBudget: 9}, kindCounts(inferred))
+	for _, f := range inferred {
+		require.Equal(t, 1.0, f.Evidence["confidence"], "every timeout was recorded; only the deadline was worked out")
+		if f.Kind == schema.KindTimeoutInversion {
+			require.GreaterOrEqual(t, f.Evidence["timeout_ms"], f.Evidence["remaining_ms"])
+		}
+	}
+	first := ofKind(inferred, schema.KindTimeoutInversion)[0]
+	require.Equal(t, "gateway", first.CallerService)
+	require.Equal(t, "order", first.CalleeService)
+	require.Equal(t, map[string]float64{"remaining_ms": 29980, "timeout_ms": 30000, "inferred": 1, "confidence": 1}, first.Evidence)
 }
 
 // Seed 000 fixed: one deadline at the edge, propagated and respected.
@@ -135,7 +154,7 @@ func TestSeedFourHopChainUnfundedRetry(t *testing.T) {
 
 // Seed 004: a gateway's 10 s timeout in front of a service waiting 30 s.
 func TestSeedGatewayRetriesSlowService(t *testing.T) {
-	r := analyzeSpans(t, gatewayRetriesSlowService(1, false, 13000))
+	r := analyzeRecordedOnly(t, gatewayRetriesSlowService(1, false, 13000))
 
 	partner := 0
 	for _, h := range r.Hops {
@@ -150,10 +169,17 @@ func TestSeedGatewayRetriesSlowService(t *testing.T) {
 	require.Equal(t, map[string]float64{"quote": 2 * 3045}, per, "each quote finishes 13045 ms after it started, 3045 ms after the gateway left")
 	require.EqualValues(t, 2, hopOf(t, r, 5).Attempt, "the gateway's second call is a retry of the timed-out first")
 
+	// Inference takes the gateway's recorded 10 s timeout as the quote
+	// service's deadline, and its 30 s timeout is an inversion.
+	r = analyzeSpans(t, gatewayRetriesSlowService(1, false, 13000))
+	inv := ofKind(r.Findings, schema.KindTimeoutInversion)
+	require.Len(t, inv, 2)
+	require.Equal(t, map[string]float64{"remaining_ms": 9980, "timeout_ms": 30000, "inferred": 1, "confidence": 1}, inv[0].Evidence)
+
 	// With Envoy in front, the quote service learns the 10 s budget from
 	// x-envoy-expected-rq-timeout-ms, and its 30 s timeout is an inversion.
 	r = analyzeSpans(t, gatewayRetriesSlowService(1, true, 13000))
-	inv := ofKind(r.Findings, schema.KindTimeoutInversion)
+	inv = ofKind(r.Findings, schema.KindTimeoutInversion)
 	require.Len(t, inv, 2)
 	require.Equal(t, map[string]float64{"remaining_ms": 9985, "timeout_ms": 30000}, inv[0].Evidence)
 	require.Equal(t, schema.SeverityCritical, inv[0].Severity)

@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"math"
+	"slices"
 	"sort"
 )
 
@@ -66,19 +67,24 @@ func (s *sketch) addN(ms float64, n uint64) {
 
 // addBin adds n to bucket idx, merging the two lowest buckets when the
 // sketch would exceed sketchMaxBins.
-func (s *sketch) addBin(idx int32, n uint32) {
-	k := sort.Search(len(s.bins), func(j int) bool { return s.bins[j].idx >= idx })
-	if k < len(s.bins) && s.bins[k].idx == idx {
-		s.bins[k].n = satAdd32(s.bins[k].n, n)
-		return
+func (s *sketch) addBin(idx int32, n uint32) { s.bins = addBin(s.bins, idx, n, sketchMaxBins) }
+
+// addBin adds n to bucket idx of bins (sorted by idx) and returns the
+// result. When that makes more than maxBins buckets, the two lowest are
+// merged: accuracy is given up at the low end, far from the quantiles and
+// timeouts read at the high end.
+func addBin(bins []bin, idx int32, n uint32, maxBins int) []bin {
+	k := sort.Search(len(bins), func(j int) bool { return bins[j].idx >= idx })
+	if k < len(bins) && bins[k].idx == idx {
+		bins[k].n = satAdd32(bins[k].n, n)
+		return bins
 	}
-	s.bins = append(s.bins, bin{})
-	copy(s.bins[k+1:], s.bins[k:])
-	s.bins[k] = bin{idx: idx, n: n}
-	if len(s.bins) > sketchMaxBins {
-		s.bins[1].n = satAdd32(s.bins[1].n, s.bins[0].n)
-		s.bins = append(s.bins[:0], s.bins[1:]...)
+	bins = slices.Insert(bins, k, bin{idx: idx, n: n})
+	if len(bins) > maxBins {
+		bins[1].n = satAdd32(bins[1].n, bins[0].n)
+		bins = append(bins[:0], bins[1:]...)
 	}
+	return bins
 }
 
 func satAdd32(a, b uint32) uint32 {

@@ -82,6 +82,14 @@ type node struct {
 	callerOp  string
 	calleeSvc string // Hop.CalleeService
 	calleeOp  string
+
+	// Inference (infer.go), where the spans recorded nothing: the call's
+	// effective timeout, the deadline its callers' timeouts set, and the
+	// entry point's own deadline.
+	timeout     inferredMs // CLIENT calls: recorded budget.timeout_ms, else the edge's estimate
+	infDeadline inferredAt // earliest of the entry deadline and every CLIENT ancestor's start + timeout
+	infEdge     inferredAt // the root entry's estimated deadline
+	giveUpInf   float64    // confidence of G when G is infEdge; 0 when G was not inferred
 }
 
 // logicalCall is one call a handler made, with all its attempts.
@@ -129,8 +137,17 @@ func newView(t *schema.Trace, cfg Config) *view {
 	v.budgets()
 	v.paths()
 	v.callDescendants()
-	v.buildHops()
 	return v
+}
+
+// finish infers what the spans did not record (est nil: nothing), computes
+// the orphaned work and builds the hops. The detectors run after it.
+func (v *view) finish(est estimateFunc) {
+	if est != nil {
+		v.infer(est)
+	}
+	v.orphans()
+	v.buildHops()
 }
 
 // sanitizeFacts clamps the millisecond figures ReadBudget returns to
@@ -407,7 +424,6 @@ func (v *view) responded(i int) bool {
 func (v *view) budgets() {
 	for _, i := range v.order {
 		nd := &v.n[i]
-		s := &v.t.Spans[i]
 		if p := nd.parent; p >= 0 {
 			pn := &v.n[p]
 			nd.hasDeadline, nd.deadline = pn.hasDeadline, pn.deadline
@@ -435,7 +451,19 @@ func (v *view) budgets() {
 		for _, c := range nd.facts.Cancellations {
 			nd.earlierGiveUp(clampTime(c.TimeNs)+nd.shift, giveUpCancel, c.Source)
 		}
-		if s.Kind.IsEntry() && nd.hasGiveUp {
+	}
+}
+
+// orphans computes the orphaned work of entry spans from G. Where no root
+// deadline was recorded, the entry point's inferred one stands in.
+func (v *view) orphans() {
+	for i := range v.n {
+		nd := &v.n[i]
+		if !nd.hasEdge && nd.infEdge.known && (!nd.hasGiveUp || nd.infEdge.at < nd.giveUp) {
+			nd.earlierGiveUp(nd.infEdge.at, giveUpDeadline, "")
+			nd.giveUpInf = nd.infEdge.conf
+		}
+		if v.t.Spans[i].Kind.IsEntry() && nd.hasGiveUp {
 			from := max(nd.start, nd.giveUp)
 			if over := nd.end - from; over > v.tolNs {
 				nd.orphanNs = over
@@ -559,6 +587,12 @@ func (v *view) buildHops() {
 		h.OrphanedMs = nsToMs(nd.orphanNs)
 		h.Rejected = nd.facts.Rejected
 		h.Inferred = nd.facts.Inferred
+		if r, ok := v.effectiveRemaining(i); ok && r.inferred {
+			h.InferredRemainingMs, h.InferenceConfidence = schema.Ms(r.ms), r.conf
+		}
+		if nd.facts.TimeoutMs == nil && nd.timeout.inferred {
+			h.InferredTimeoutMs, h.InferenceConfidence = schema.Ms(nd.timeout.ms), nd.timeout.conf
+		}
 	}
 }
 

@@ -194,8 +194,13 @@ type edgeJSON struct {
 	CalleeP50Ms           float64  `json:"callee_p50_ms"`
 	CalleeP99Ms           float64  `json:"callee_p99_ms"`
 	RetryRatio            float64  `json:"retry_ratio"`
+	// InferredTimeoutMs is the caller's timeout as budgetd estimated it for
+	// calls that recorded none, with the estimate's confidence.
+	InferredTimeoutMs         *float64 `json:"inferred_timeout_ms"`
+	InferredTimeoutConfidence float64  `json:"inferred_timeout_confidence"`
 	// Inversion is true when the callee's p99 reaches the caller's median
-	// timeout: the caller routinely gives up on calls that would succeed.
+	// timeout (the recorded one, else the inferred one): the caller
+	// routinely gives up on calls that would succeed.
 	Inversion bool `json:"inversion"`
 }
 
@@ -212,12 +217,17 @@ func (s *Server) edges(c *gin.Context) {
 	}
 	out := make([]edgeJSON, 0, len(rows))
 	for _, e := range rows {
+		timeout := e.MedianTimeoutMs
+		if timeout == nil {
+			timeout = e.InferredTimeoutMs
+		}
 		out = append(out, edgeJSON{
 			CallerService: e.CallerService, CallerOperation: e.CallerOperation,
 			CalleeService: e.CalleeService, CalleeOperation: e.CalleeOperation,
 			Calls: e.Calls, CallerMedianTimeoutMs: e.MedianTimeoutMs,
 			CalleeP50Ms: e.P50DurationMs, CalleeP99Ms: e.P99DurationMs, RetryRatio: ratio(e.Retries, e.Calls),
-			Inversion: e.MedianTimeoutMs != nil && e.P99DurationMs >= *e.MedianTimeoutMs,
+			InferredTimeoutMs: e.InferredTimeoutMs, InferredTimeoutConfidence: e.InferredTimeoutConfidence,
+			Inversion: timeout != nil && e.P99DurationMs >= *timeout,
 		})
 	}
 	c.JSON(http.StatusOK, gin.H{"window": windowOf(w), "edges": out})
@@ -263,6 +273,12 @@ type budgetJSON struct {
 	TimedOut    bool     `json:"timed_out"`
 	Rejected    bool     `json:"rejected"`
 	Inferred    bool     `json:"inferred"`
+	// Zero-instrumentation inference, for spans that recorded no timeout
+	// or no budget: the estimated timeout, the time left before a caller
+	// above stopped waiting, and the confidence (0 when nothing inferred).
+	InferredTimeoutMs   *float64 `json:"inferred_timeout_ms"`
+	InferredRemainingMs *float64 `json:"inferred_remaining_ms"`
+	InferenceConfidence float64  `json:"inference_confidence"`
 }
 
 func attrMap(as schema.Attributes) map[string]string {
@@ -329,6 +345,8 @@ func (s *Server) trace(c *gin.Context) {
 				Path: h.Path, RemainingMs: h.RemainingMs, BudgetMs: h.BudgetMs, Source: h.BudgetSource,
 				TimeoutMs: h.TimeoutMs, Attempt: h.Attempt, MaxAttempts: h.MaxAttempts, OrphanedMs: h.OrphanedMs,
 				TimedOut: h.TimedOut, Rejected: h.Rejected, Inferred: h.Inferred,
+				InferredTimeoutMs: h.InferredTimeoutMs, InferredRemainingMs: h.InferredRemainingMs,
+				InferenceConfidence: h.InferenceConfidence,
 			}
 		}
 		out = append(out, j)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/budgetd/budgetd/analyze"
 	"github.com/budgetd/budgetd/schema"
 )
 
@@ -20,6 +21,7 @@ type metrics struct {
 	findings    *prometheus.CounterVec
 	writeErrors *prometheus.CounterVec
 	readErrors  prometheus.Counter
+	inferred    *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, p *Pipeline) (*metrics, error) {
@@ -52,6 +54,10 @@ func newMetrics(reg prometheus.Registerer, p *Pipeline) (*metrics, error) {
 		readErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "budgetd_analysis_read_errors_total", Help: "Re-opened traces whose stored spans could not be read.",
 		}),
+		inferred: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "budgetd_analysis_inferred_findings_total",
+			Help: "Findings resting on an inferred timeout or deadline (evidence.inferred = 1), by kind.",
+		}, []string{"kind"}),
 	}
 	if reg == nil {
 		return m, nil
@@ -77,7 +83,36 @@ func newMetrics(reg prometheus.Registerer, p *Pipeline) (*metrics, error) {
 	pendingSpans := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "budgetd_analysis_pending_spans", Help: "Spans waiting in assembly.",
 	}, func() float64 { _, s := p.pending(); return float64(s) })
-	for _, c := range []prometheus.Collector{m.byService, m.orphaned, m.amplified, m.traces, m.skews, m.findings, m.writeErrors, m.readErrors, dropped, droppedSpans, droppedFull, reopened, pendingTraces, pendingSpans} {
+	edgeStats := func(f func(analyze.Counters) float64) func() float64 {
+		return func() float64 { return f(p.analyzer.Counters()) }
+	}
+	collectors := []prometheus.Collector{m.byService, m.orphaned, m.amplified, m.traces, m.skews, m.findings, m.writeErrors, m.readErrors, m.inferred,
+		dropped, droppedSpans, droppedFull, reopened, pendingTraces, pendingSpans}
+	for _, t := range []struct {
+		table         string
+		edges         func(analyze.Counters) float64
+		refused, late func(analyze.Counters) float64
+	}{
+		{"calls", func(c analyze.Counters) float64 { return float64(c.Edges) },
+			func(c analyze.Counters) float64 { return float64(c.RefusedSamples) }, func(c analyze.Counters) float64 { return float64(c.LateSamples) }},
+		{"waits", func(c analyze.Counters) float64 { return float64(c.WaitEdges) },
+			func(c analyze.Counters) float64 { return float64(c.RefusedWaits) }, func(c analyze.Counters) float64 { return float64(c.LateWaits) }},
+	} {
+		collectors = append(collectors,
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "budgetd_analysis_edges", Help: "Edges tracked in the edge window (analyze.max_edges), per table: call statistics, or waits for inference.",
+				ConstLabels: prometheus.Labels{"table": t.table},
+			}, edgeStats(t.edges)),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "budgetd_analysis_edge_samples_dropped_total", Help: "Edge samples not recorded: max_edges edges were tracked, or the sample was older than the window.",
+				ConstLabels: prometheus.Labels{"table": t.table, "reason": "max_edges"},
+			}, edgeStats(t.refused)),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "budgetd_analysis_edge_samples_dropped_total", Help: "Edge samples not recorded: max_edges edges were tracked, or the sample was older than the window.",
+				ConstLabels: prometheus.Labels{"table": t.table, "reason": "late"},
+			}, edgeStats(t.late)))
+	}
+	for _, c := range collectors {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -88,6 +123,9 @@ func newMetrics(reg prometheus.Registerer, p *Pipeline) (*metrics, error) {
 func (m *metrics) observeFindings(fs []schema.Finding) {
 	for _, f := range fs {
 		m.findings.WithLabelValues(string(f.Kind), string(f.Severity)).Inc()
+		if f.Evidence["inferred"] == 1 {
+			m.inferred.WithLabelValues(string(f.Kind)).Inc()
+		}
 		service, callee := m.services.label(f.Service), m.services.label(f.CalleeService)
 		m.byService.WithLabelValues(string(f.Kind), service, callee).Inc()
 		switch f.Kind {

@@ -192,12 +192,18 @@ func (p *Pipeline) process(ctx context.Context, flush bool) error {
 	}
 	var hops []schema.Hop
 	var findings []schema.Finding
-	for _, tr := range due {
+	traces := make([]*schema.Trace, len(due))
+	for i, tr := range due {
 		spans := tr.Spans
 		if tr.Reopened {
 			spans = p.mergeStored(ctx, tr)
 		}
-		res := p.analyzer.Trace(schema.NewTrace(spans), now)
+		traces[i] = schema.NewTrace(spans)
+	}
+	// One call for all due traces: how long every caller waited is
+	// recorded before any trace is judged, so inferred timeouts draw on
+	// the whole batch (analyze.Analyzer.Traces).
+	for _, res := range p.analyzer.Traces(traces, now) {
 		// Stamped with the analysis time, so the store can tell this
 		// analysis from an earlier one of the same trace (see Hop.AnalyzedNs).
 		for i := range res.Hops {

@@ -65,7 +65,12 @@ type BudgetFacts struct {
 	Rejected     bool
 	// TimedOut is true when the span's status says the call ended in a
 	// timeout or cancellation (error.type timeout, gRPC 4/1, HTTP 504/499/408).
-	TimedOut      bool
+	TimedOut bool
+	// Cancelled is true when the status says the call was cancelled rather
+	// than timed out (error.type containing "cancel", gRPC 1, HTTP 499):
+	// someone above gave up, so the span's duration says nothing about its
+	// own timeout. TimedOut is true too.
+	Cancelled     bool
 	Cancellations []Cancellation
 	// Inferred is true when RemainingMs came from a header fallback rather
 	// than budget.remaining_ms. On a CLIENT/PRODUCER span the request

@@ -389,7 +389,7 @@ func (r *budgetReader) headerCount(k budgetKey, a Attr) (uint32, bool) {
 }
 
 // readTimedOut decides whether the span's outcome was a timeout or a
-// cancellation, from error.type, the gRPC status (rpc.grpc.status_code, or its
+// cancellation (and which of the two, when the span says so), from error.type, the gRPC status (rpc.grpc.status_code, or its
 // newer string form rpc.response.status_code) and the HTTP status code.
 //
 // Semantic conventions ask for error.type "timeout", but instrumentations
@@ -407,12 +407,17 @@ func (r *budgetReader) readTimedOut() {
 		case containsFold(a.Value, "timeout") || containsFold(a.Value, "timedout") ||
 			containsFold(a.Value, "timed out") || containsFold(a.Value, "deadline"):
 			r.f.TimedOut = true
+		case containsFold(a.Value, "cancel"):
+			// context.Canceled, CancellationException, "cancelled": the
+			// caller's own caller gave up, not this call's timer.
+			r.f.TimedOut, r.f.Cancelled = true, true
 		}
 	}
 	if a, ok := r.attr(keyGRPCStatus); ok {
 		// 4 is DEADLINE_EXCEEDED, 1 is CANCELLED.
 		if code, ok := r.statusCode(a); ok && (code == 4 || code == 1) {
 			r.f.TimedOut = true
+			r.f.Cancelled = r.f.Cancelled || code == 1
 		}
 	}
 	if a, ok := r.attr(keyRPCStatus); ok {
@@ -423,9 +428,10 @@ func (r *budgetReader) readTimedOut() {
 			r.invalid(a.Key, reasonWrongType)
 		case a.Value == "":
 			r.invalid(a.Key, reasonEmpty)
-		case strings.EqualFold(a.Value, "DEADLINE_EXCEEDED") || strings.EqualFold(a.Value, "CANCELLED") ||
-			strings.EqualFold(a.Value, "CANCELED"):
+		case strings.EqualFold(a.Value, "DEADLINE_EXCEEDED"):
 			r.f.TimedOut = true
+		case strings.EqualFold(a.Value, "CANCELLED") || strings.EqualFold(a.Value, "CANCELED"):
+			r.f.TimedOut, r.f.Cancelled = true, true
 		}
 	}
 	if a, ok := r.attr(keyHTTPStatus); ok {
@@ -433,6 +439,7 @@ func (r *budgetReader) readTimedOut() {
 		// 408 Request Timeout.
 		if code, ok := r.statusCode(a); ok && (code == 504 || code == 499 || code == 408) {
 			r.f.TimedOut = true
+			r.f.Cancelled = r.f.Cancelled || code == 499
 		}
 	}
 }

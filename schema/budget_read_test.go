@@ -352,10 +352,11 @@ func TestReadBudgetAttempt(t *testing.T) {
 
 func TestReadBudgetTimedOut(t *testing.T) {
 	tests := []struct {
-		name        string
-		attrs       []Attr
-		want        bool
-		wantInvalid []InvalidValue
+		name          string
+		attrs         []Attr
+		want          bool
+		wantCancelled bool
+		wantInvalid   []InvalidValue
 	}{
 		{name: "no evidence", want: false},
 		{name: "error.type timeout", attrs: []Attr{Str(AttrErrorType, "timeout")}, want: true},
@@ -365,12 +366,14 @@ func TestReadBudgetTimedOut(t *testing.T) {
 		{name: "error.type Java exception", attrs: []Attr{Str(AttrErrorType, "java.net.SocketTimeoutException")}, want: true},
 		{name: "error.type errno", attrs: []Attr{Str(AttrErrorType, "ETIMEDOUT")}, want: true},
 		{name: "error.type phrase", attrs: []Attr{Str(AttrErrorType, "request timed out")}, want: true},
+		{name: "error.type Go cancellation", attrs: []Attr{Str(AttrErrorType, "context.Canceled")}, want: true, wantCancelled: true},
+		{name: "error.type cancelled", attrs: []Attr{Str(AttrErrorType, "cancelled")}, want: true, wantCancelled: true},
 		{name: "error.type other error", attrs: []Attr{Str(AttrErrorType, "500")}, want: false},
 		{name: "error.type other exception", attrs: []Attr{Str(AttrErrorType, "java.io.IOException")}, want: false},
 		{name: "error.type empty", attrs: []Attr{Str(AttrErrorType, "")}, wantInvalid: []InvalidValue{bad(AttrErrorType, "empty")}},
 		{name: "error.type wrong type", attrs: []Attr{Int(AttrErrorType, 504)}, wantInvalid: []InvalidValue{bad(AttrErrorType, "wrong type")}},
 		{name: "grpc deadline exceeded", attrs: []Attr{Int(AttrRPCGRPCStatusCode, 4)}, want: true},
-		{name: "grpc cancelled", attrs: []Attr{Int(AttrRPCGRPCStatusCode, 1)}, want: true},
+		{name: "grpc cancelled", attrs: []Attr{Int(AttrRPCGRPCStatusCode, 1)}, want: true, wantCancelled: true},
 		{name: "grpc ok", attrs: []Attr{Int(AttrRPCGRPCStatusCode, 0)}, want: false},
 		{name: "grpc unknown", attrs: []Attr{Int(AttrRPCGRPCStatusCode, 2)}, want: false},
 		{name: "grpc unavailable", attrs: []Attr{Int(AttrRPCGRPCStatusCode, 14)}, want: false},
@@ -378,14 +381,14 @@ func TestReadBudgetTimedOut(t *testing.T) {
 		{name: "grpc code garbage", attrs: []Attr{Str(AttrRPCGRPCStatusCode, "DEADLINE")}, wantInvalid: []InvalidValue{bad(AttrRPCGRPCStatusCode, "not a number")}},
 		{name: "grpc code negative", attrs: []Attr{Int(AttrRPCGRPCStatusCode, -4)}, wantInvalid: []InvalidValue{bad(AttrRPCGRPCStatusCode, "negative")}},
 		{name: "rpc response deadline exceeded", attrs: []Attr{Str(AttrRPCResponseStatusCode, "DEADLINE_EXCEEDED")}, want: true},
-		{name: "rpc response cancelled", attrs: []Attr{Str(AttrRPCResponseStatusCode, "CANCELLED")}, want: true},
-		{name: "rpc response connect spelling", attrs: []Attr{Str(AttrRPCResponseStatusCode, "canceled")}, want: true},
+		{name: "rpc response cancelled", attrs: []Attr{Str(AttrRPCResponseStatusCode, "CANCELLED")}, want: true, wantCancelled: true},
+		{name: "rpc response connect spelling", attrs: []Attr{Str(AttrRPCResponseStatusCode, "canceled")}, want: true, wantCancelled: true},
 		{name: "rpc response ok", attrs: []Attr{Str(AttrRPCResponseStatusCode, "OK")}, want: false},
 		{name: "rpc response unavailable", attrs: []Attr{Str(AttrRPCResponseStatusCode, "UNAVAILABLE")}, want: false},
 		{name: "rpc response numeric code is not the string form", attrs: []Attr{Int(AttrRPCResponseStatusCode, 4)}, wantInvalid: []InvalidValue{bad(AttrRPCResponseStatusCode, "wrong type")}},
 		{name: "rpc response empty", attrs: []Attr{Str(AttrRPCResponseStatusCode, "")}, wantInvalid: []InvalidValue{bad(AttrRPCResponseStatusCode, "empty")}},
 		{name: "http 504", attrs: []Attr{Int(AttrHTTPStatusCode, 504)}, want: true},
-		{name: "http 499", attrs: []Attr{Int(AttrHTTPStatusCode, 499)}, want: true},
+		{name: "http 499", attrs: []Attr{Int(AttrHTTPStatusCode, 499)}, want: true, wantCancelled: true},
 		{name: "http 408", attrs: []Attr{Int(AttrHTTPStatusCode, 408)}, want: true},
 		{name: "http 500", attrs: []Attr{Int(AttrHTTPStatusCode, 500)}, want: false},
 		{name: "http 200", attrs: []Attr{Int(AttrHTTPStatusCode, 200)}, want: false},
@@ -402,6 +405,7 @@ func TestReadBudgetTimedOut(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got := ReadBudget(clientSpan(tt.attrs...))
 			require.Equal(t, tt.want, got.TimedOut)
+			require.Equal(t, tt.wantCancelled, got.Cancelled)
 			require.Equal(t, tt.wantInvalid, got.Invalid)
 		})
 	}

@@ -44,6 +44,19 @@ type Hop struct {
 	Rejected     bool
 	Inferred     bool // budget facts inferred rather than recorded
 
+	// InferredTimeoutMs is, for a call that recorded no timeout, the
+	// timeout estimated from the durations of its edge's timed-out calls
+	// (zero-instrumentation inference); nil when none was usable.
+	InferredTimeoutMs *float64
+	// InferredRemainingMs is, for a span without a recorded budget above
+	// it, what was left at its start of the earliest deadline its callers'
+	// timeouts (recorded or inferred) set; nil when none is known.
+	InferredRemainingMs *float64
+	// InferenceConfidence (0 to 1) is how sure budgetd is of the inferred
+	// figures: the timeout's when there is one, else the remaining budget's;
+	// 0 when nothing was inferred.
+	InferenceConfidence float64
+
 	// AnalyzedNs is when the analysis that wrote this hop ran (Unix ns). A
 	// trace re-opened by late spans is analysed again; the store keeps the
 	// latest analysis of each span. Zero for hops from offline analysis.

@@ -94,6 +94,9 @@ func newProvider(ctx context.Context, cfg Config, service string, n *spanCounter
 	if err != nil {
 		return nil, err
 	}
+	if cfg.StripBudget {
+		exp = strippingExporter{exp}
+	}
 	res := resource.NewSchemaless(attribute.String("service.name", service))
 	return sdktrace.NewTracerProvider(
 		sdktrace.WithResource(res),

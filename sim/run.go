@@ -37,6 +37,10 @@ type Config struct {
 	// truth counts no orphaned work. Keep it equal to budgetd's
 	// analyze.skew_tolerance_ms (5 by default) so the two are comparable.
 	OrphanToleranceMs float64
+	// StripBudget removes every budget.* attribute and event and every
+	// budget header attribute from the spans before export: the chain runs
+	// the same, but budgetd sees a system without budget instrumentation.
+	StripBudget bool
 }
 
 // DefaultConfig sends OTLP/gRPC to localhost:4317, exports every 200 ms and

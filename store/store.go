@@ -132,6 +132,12 @@ type EdgeStats struct {
 	MedianTimeoutMs *float64 // caller's configured timeout, when recorded
 	P50DurationMs   float64  // callee's own latency; the call's duration when the callee recorded no span
 	P99DurationMs   float64
+	// InferredTimeoutMs is the median timeout budgetd estimated for calls
+	// that recorded none (from the edge's timed-out calls), and
+	// InferredTimeoutConfidence the median confidence of those estimates;
+	// nil and 0 when no call's timeout was inferred.
+	InferredTimeoutMs         *float64
+	InferredTimeoutConfidence float64
 }
 
 // Totals are whole-system figures over a window.

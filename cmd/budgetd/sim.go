@@ -38,6 +38,7 @@ func simCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	requests := flags.Int("requests", 0, "requests per scenario (default: the scenario's own)")
 	truthPath := flags.String("truth", "", "write the ground truth as JSON to `file`")
 	demo := flags.Bool("demo", false, "run every embedded scenario")
+	strip := flags.Bool("strip-budget", false, "remove every budget.* attribute and event and every budget header from the spans (see what budgetd finds without instrumentation)")
 	prefix := flags.String("service-prefix", "", "put `prefix` before every service name (--demo uses the scenario's name and '/')")
 	flags.Usage = func() {
 		fmt.Fprintf(flags.Output(), simUsage, strings.Join(sim.Demo, ", "))
@@ -78,6 +79,7 @@ func simCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 
 	cfg := sim.DefaultConfig()
 	cfg.Endpoint, cfg.Protocol, cfg.Requests = *endpoint, *protocol, *requests
+	cfg.StripBudget = *strip
 	if err := cfg.Validate(); err != nil {
 		return usageError{err.Error()}
 	}

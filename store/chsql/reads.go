@@ -216,7 +216,8 @@ func (s *Store) TraceHops(ctx context.Context, id schema.TraceID) ([]schema.Hop,
 			&h.CallerService, &h.CallerOperation, &h.CalleeService, &h.CalleeOperation,
 			&h.StartNs, &h.DurationNs, &isErr, &timedOut,
 			&h.RemainingMs, &h.BudgetMs, &h.BudgetSource, &h.TimeoutMs, &h.Attempt, &h.MaxAttempts,
-			&h.OrphanedMs, &rejected, &inferred, &h.AnalyzedNs, &h.CalleeDurationNs)
+			&h.OrphanedMs, &rejected, &inferred, &h.AnalyzedNs, &h.CalleeDurationNs,
+			&h.InferredTimeoutMs, &h.InferredRemainingMs, &h.InferenceConfidence)
 		if err != nil {
 			return nil, wrapCtx(ctx, fmt.Errorf("scan hop: %w", err))
 		}
@@ -439,7 +440,8 @@ func (s *Store) eachRow(ctx context.Context, query string, params Params, fn fun
 // Edges implements store.Store.
 func (s *Store) Edges(ctx context.Context, w store.Window, limit int) ([]store.EdgeStats, error) {
 	q := "SELECT caller_service, caller_operation, callee_service, callee_operation, count(), countIf(attempt > 1)," +
-		" quantile(0.5)(timeout_ms), quantiles(0.5, 0.99)(if(callee_duration_ns > 0, callee_duration_ns, duration_ns) / 1000000)" +
+		" quantile(0.5)(timeout_ms), quantiles(0.5, 0.99)(if(callee_duration_ns > 0, callee_duration_ns, duration_ns) / 1000000)," +
+		" quantile(0.5)(inferred_timeout_ms), quantileIf(0.5)(inference_confidence, isNotNull(inferred_timeout_ms))" +
 		" FROM " + s.latestHops("kind IN (3, 4) AND start_ns >= {since:UInt64} AND start_ns <= {until:UInt64}") +
 		" GROUP BY caller_service, caller_operation, callee_service, callee_operation" +
 		" ORDER BY count() DESC, caller_service, caller_operation, callee_service, callee_operation LIMIT " + strconv.Itoa(clampLimit(limit, 10_000))
@@ -447,9 +449,13 @@ func (s *Store) Edges(ctx context.Context, w store.Window, limit int) ([]store.E
 	err := s.eachRow(ctx, q, Params{P("since", w.SinceNs), P("until", w.Until())}, func(r Rows) error {
 		var e store.EdgeStats
 		var qs []float64
+		var confidence float64
 		if err := r.Scan(&e.CallerService, &e.CallerOperation, &e.CalleeService, &e.CalleeOperation,
-			&e.Calls, &e.Retries, &e.MedianTimeoutMs, &qs); err != nil {
+			&e.Calls, &e.Retries, &e.MedianTimeoutMs, &qs, &e.InferredTimeoutMs, &confidence); err != nil {
 			return err
+		}
+		if e.InferredTimeoutMs != nil {
+			e.InferredTimeoutConfidence = confidence
 		}
 		if len(qs) == 2 {
 			e.P50DurationMs, e.P99DurationMs = qs[0], qs[1]

@@ -51,6 +51,7 @@ func Run(t *testing.T, h Harness) {
 		{"same dedup token stored once", testDedup},
 		{"concurrent writers", testConcurrentWriters},
 		{"paths, edges and totals", testAggregates},
+		{"edges report inferred timeouts", testInferredEdge},
 		{"hostile filter values", testHostileFilters},
 		{"version-gated extras", testExtras},
 		{"a re-analysed trace counts once", testReanalysis},
@@ -176,6 +177,7 @@ func sampleHop(n int) schema.Hop {
 		StartNs: uint64(1_700_000_000_000_000_000 + n), DurationNs: 2_500_000_000, CalleeDurationNs: 4_000_000_000, IsError: true, TimedOut: true,
 		RemainingMs: schema.Ms(2300), BudgetMs: nil, BudgetSource: string(schema.SourcePropagated),
 		TimeoutMs: schema.Ms(15000), Attempt: 2, MaxAttempts: 3, OrphanedMs: 12.5, Rejected: true, Inferred: true,
+		InferredTimeoutMs: schema.Ms(1501.25), InferredRemainingMs: schema.Ms(-20.5), InferenceConfidence: 0.75,
 	}
 }
 
@@ -370,6 +372,41 @@ func testConcurrentWriters(t *testing.T, h Harness) {
 	require.NoError(t, err)
 	require.Len(t, got, perBatch)
 	require.Equal(t, "svc3", got[0].Service)
+}
+
+// testInferredEdge checks that an edge whose calls recorded no timeout
+// reports the median inferred one, with its confidence, and that an edge
+// without inference reports none.
+func testInferredEdge(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	ctx := ctxT(t)
+	base := uint64(1_700_000_000_000_000_000)
+	var hops []schema.Hop
+	for r := range 3 {
+		call := schema.Hop{TraceID: tid(r), SpanID: sid(r*10 + 1), ParentSpanID: sid(r * 10), Service: "gw",
+			Operation: "GET cache", Kind: schema.KindClient, Path: "gw:GET / > cache:get",
+			CallerService: "gw", CallerOperation: "GET /", CalleeService: "cache", CalleeOperation: "get",
+			StartNs: base + uint64(r)*1e9, DurationNs: 250e6, TimedOut: true,
+			InferredTimeoutMs: schema.Ms([]float64{250, 251, 250}[r]), InferenceConfidence: []float64{0.5, 0.75, 0.75}[r]}
+		plain := call
+		plain.SpanID, plain.CalleeService, plain.Path, plain.InferredTimeoutMs, plain.InferenceConfidence = sid(r*10+2), "db", "gw:GET / > db:get", nil, 0
+		hops = append(hops, call, plain)
+	}
+	require.NoError(t, s.WriteHops(ctx, "inferred", hops))
+	edges, err := s.Edges(ctx, store.Window{SinceNs: base, UntilNs: base + 10e9}, 0)
+	require.NoError(t, err)
+	require.Len(t, edges, 2)
+	byCallee := map[string]store.EdgeStats{}
+	for _, e := range edges {
+		byCallee[e.CalleeService] = e
+	}
+	cache := byCallee["cache"]
+	require.Nil(t, cache.MedianTimeoutMs, "no call recorded a timeout")
+	require.NotNil(t, cache.InferredTimeoutMs)
+	require.InDelta(t, 250, *cache.InferredTimeoutMs, 1)
+	require.InDelta(t, 0.75, cache.InferredTimeoutConfidence, 0.26)
+	require.Nil(t, byCallee["db"].InferredTimeoutMs)
+	require.Zero(t, byCallee["db"].InferredTimeoutConfidence)
 }
 
 func testAggregates(t *testing.T, h Harness) {
