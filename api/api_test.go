@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -362,6 +363,55 @@ func TestOpenAPICoversRoutes(t *testing.T) {
 	for p := range doc.Paths {
 		require.True(t, routed[p], "openapi.yaml documents %s, which is not routed", p)
 	}
+}
+
+// TestOpenAPIDocumentsFields checks the schemas of the edge and span
+// answers against the structs the handlers encode: every JSON field is
+// documented and every documented property is encoded.
+func TestOpenAPIDocumentsFields(t *testing.T) {
+	var doc struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]struct {
+					Properties map[string]any `yaml:"properties"`
+				} `yaml:"properties"`
+			} `yaml:"schemas"`
+		} `yaml:"components"`
+	}
+	require.NoError(t, yaml.Unmarshal(openAPI, &doc))
+	names := func(props map[string]any) []string {
+		var out []string
+		for k := range props {
+			out = append(out, k)
+		}
+		sort.Strings(out)
+		return out
+	}
+	jsonFields := func(v any) []string {
+		var out []string
+		rt := reflect.TypeOf(v)
+		for i := range rt.NumField() {
+			name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
+			if name != "" && name != "-" {
+				out = append(out, name)
+			}
+		}
+		sort.Strings(out)
+		return out
+	}
+	edge := map[string]any{}
+	for k := range doc.Components.Schemas["Edge"].Properties {
+		edge[k] = nil
+	}
+	require.Equal(t, jsonFields(edgeJSON{}), names(edge), "Edge in openapi.yaml")
+	span := map[string]any{}
+	for k := range doc.Components.Schemas["Span"].Properties {
+		span[k] = nil
+	}
+	require.Equal(t, jsonFields(spanJSON{}), names(span), "Span in openapi.yaml")
+	require.Equal(t, jsonFields(budgetJSON{}), names(doc.Components.Schemas["Span"].Properties["budget"].Properties), "Span.budget in openapi.yaml")
+	require.Equal(t, []string{"confidence", "inferred"}, names(doc.Components.Schemas["Finding"].Properties["evidence"].Properties),
+		"the evidence of inferred findings is documented")
 }
 
 // blockingStore is a store whose reads block until their context ends and

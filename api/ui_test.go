@@ -35,6 +35,7 @@ const (
 	cancelledTrace = "ab0000000000000000000000000001fa" // orphaned_work_cancelled: a budget.cancelled event
 	inferredTrace  = "ab000000000000000000000000000067" // timeout_inversion_header_budget: budget from a header
 	seed000Path    = "mobile:checkout > gateway:POST /checkout > order:POST /order > pricing:POST /price > db:SELECT prices"
+	zeroTrace      = "cc000000000000000000000000000006" // loadZeroInstrumented: the last of its traces
 )
 
 // uiViewport is the browser window of the test and of the screenshots.
@@ -48,6 +49,7 @@ func TestUIInBrowser(t *testing.T) {
 	st := embeddedStore(t)
 	loadFixtures(t, st)
 	loadFixtureFiles(t, st, "orphaned_work_cancelled", "timeout_inversion_header_budget")
+	loadZeroInstrumented(t, st)
 	ts := newTestServer(t, st)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -56,7 +58,7 @@ func TestUIInBrowser(t *testing.T) {
 	require.NoError(t, err)
 	u := &uiSession{t: t, ctx: ctx, tab: tb, base: ts.URL + "/"}
 
-	t.Run("findings", func(t *testing.T) { u.t = t; testUIFindings(u) })
+	t.Run("findings", func(t *testing.T) { u.t = t; testUIFindings(u, ts) })
 	t.Run("paths", func(t *testing.T) { u.t = t; testUIPaths(u) })
 	t.Run("edges", func(t *testing.T) { u.t = t; testUIEdges(u, ts) })
 	t.Run("trace", func(t *testing.T) { u.t = t; testUITrace(u, ts) })
@@ -158,7 +160,7 @@ func (u *uiSession) screenshot(name string) {
 	u.t.Logf("wrote docs/img/%s.png (%d bytes)", name, len(png))
 }
 
-func testUIFindings(u *uiSession) {
+func testUIFindings(u *uiSession, ts *httptest.Server) {
 	t := u.t
 	u.open("")
 	require.Equal(t, "Findings", u.text("h1"))
@@ -180,6 +182,11 @@ func testUIFindings(u *uiSession) {
 		require.Equal(t, "retry amplification", k)
 	}
 	require.Contains(t, u.text("table.findings tbody"), "db was called 12 times for one mobile request")
+	require.Zero(t, u.count("table.findings tbody .badge.inferred"), "retry amplification rests on recorded attempts only")
+
+	// Findings that rest on an inferred timeout or deadline are marked, with
+	// their confidence; findings on recorded figures are not.
+	testUIInferredFindings(u, ts)
 
 	// One service's findings make the picture: every kind of problem shows.
 	u.open("#/findings?service=order")
@@ -196,14 +203,79 @@ func testUIFindings(u *uiSession) {
 	require.NotEqual(t, first, second)
 	require.Contains(t, u.text("nav.pager"), "Newest")
 
-	// Opening a finding opens its trace with the finding selected.
+	// Opening a finding opens its trace with the finding selected. The
+	// path holds several findings of the trace (inferred ones too), so pick
+	// the retry amplification by its message, not by its place in the list.
 	u.open("#/findings?path=" + encodeHashParam(seed000Path))
-	u.act(`document.querySelector('a.finding-link[href*="` + seed000Trace + `"]').click()`)
+	var findingID string
+	u.eval(`(() => {
+		const a = [...document.querySelectorAll('a.finding-link[href*="`+seed000Trace+`"]')]
+			.find((a) => a.innerText.startsWith('db was called 12 times'));
+		return a ? a.closest('tr').dataset.findingId : '';
+	})()`, &findingID)
+	require.NotEmpty(t, findingID, "the path's findings list the retry amplification of trace %s", seed000Trace)
+	u.act(`document.querySelector('tr[data-finding-id="` + findingID + `"] a.finding-link').click()`)
 	require.Equal(t, "trace", u.page())
 	require.Contains(t, u.text("h1"), seed000Trace)
 	require.Equal(t, 1, u.count("li.finding.is-selected"))
+	require.Equal(t, findingID, u.attr("li.finding.is-selected", "data-finding-id"))
 	require.Contains(t, u.text("li.finding.is-selected"), "db was called 12 times")
 	require.Equal(t, 1, u.count("tr.span.is-selected"), "the finding's span is highlighted")
+}
+
+// testUIInferredFindings checks the timeout inversions page row by row
+// against the API: a row has the inferred badge exactly when its finding's
+// evidence says inferred, and the badge gives the confidence.
+func testUIInferredFindings(u *uiSession, ts *httptest.Server) {
+	t := u.t
+	var api struct{ Findings []schema.Finding }
+	require.Equal(t, 200, get(t, ts, "/api/v1/findings?kind=timeout_inversion&limit=250", &api))
+	u.open("#/findings?kind=timeout_inversion&limit=250")
+	type row struct {
+		ID, Kind, Message, Badge, Title string
+	}
+	var rows []row
+	u.eval(`[...document.querySelectorAll('table.findings tbody tr')].map((tr) => {
+		const b = tr.querySelector('td:nth-child(2) .badge.inferred.timing');
+		return {ID: tr.dataset.findingId, Kind: tr.children[1].innerText, Message: tr.children[2].innerText,
+			Badge: b ? b.innerText : '', Title: b ? b.title : ''};
+	})`, &rows)
+	require.Len(t, rows, len(api.Findings))
+	byID := map[string]schema.Finding{}
+	for _, f := range api.Findings {
+		byID[f.ID] = f
+	}
+	inferred, recorded, partial := 0, 0, 0
+	for _, r := range rows {
+		f, ok := byID[r.ID]
+		require.True(t, ok, "row %s is a finding of the API", r.ID)
+		if f.Evidence["inferred"] != 1 {
+			recorded++
+			require.Empty(t, r.Badge, "finding %q rests on recorded figures", f.Message)
+			require.Equal(t, "timeout inversion", r.Kind)
+			continue
+		}
+		inferred++
+		conf := f.Evidence["confidence"]
+		require.Equal(t, fmt.Sprintf("inferred · %d %%", int(conf*100+0.5)), r.Badge, "finding %q", f.Message)
+		require.Equal(t, fmt.Sprintf("Worked out from span timing: a timeout or deadline the spans did not record (confidence %.2f)", conf), r.Title)
+		require.Equal(t, "timeout inversion "+r.Badge, r.Kind)
+		if conf < 1 {
+			partial++
+		}
+	}
+	require.Positive(t, recorded, "recorded timeout inversions are listed too")
+	require.Positive(t, inferred)
+	require.Positive(t, partial, "the zero-instrumented traces give a confidence below 1")
+	// seed 000 records timeouts but no budget: its deadlines are inferred.
+	found := false
+	for _, r := range rows {
+		if byID[r.ID].TraceID == seed000Trace && strings.Contains(r.Message, "were left before a caller above stopped waiting") {
+			found = true
+			require.Regexp(t, `^inferred · \d+ %$`, r.Badge, "%s", r.Message)
+		}
+	}
+	require.True(t, found, "seed 000's inferred timeout inversions are listed")
 }
 
 func (u *uiSession) page() string {
@@ -264,6 +336,35 @@ func testUIEdges(u *uiSession, ts *httptest.Server) {
 	require.Positive(t, u.count("svg.scatter .point.inverted"), "inversions are drawn as their own marks")
 	require.Positive(t, u.count("svg.scatter .point.ok"))
 	require.Contains(t, u.text("p.callout"), fmt.Sprintf("%d of %d edges are inverted", inverted, len(api.Edges)))
+
+	// Edges whose calls recorded no timeout show the inferred one, marked
+	// with its confidence, in the table and as hollow marks in the chart.
+	var rows []struct {
+		Caller, Callee, Timeout, Badge, Title string
+	}
+	u.eval(`[...document.querySelectorAll('table.edges tbody tr')].map((tr) => {
+		const b = tr.children[4].querySelector('.badge.inferred.timing');
+		return {Caller: tr.children[1].innerText, Callee: tr.children[2].innerText, Timeout: tr.children[4].innerText,
+			Badge: b ? b.innerText : '', Title: b ? b.title : ''};
+	})`, &rows)
+	require.Len(t, rows, len(api.Edges))
+	inferredEdges := 0
+	for i, e := range api.Edges { // the table lists the edges in the API's order
+		r := &rows[i]
+		require.Contains(t, r.Caller, e.CallerService)
+		require.Contains(t, r.Callee, e.CalleeService)
+		if e.CallerMedianTimeoutMs == nil && e.InferredTimeoutMs != nil {
+			inferredEdges++
+			require.True(t, strings.HasPrefix(r.Timeout, "≈ "), "%+v", *r)
+			require.Equal(t, fmt.Sprintf("inferred · %d %%", int(e.InferredTimeoutConfidence*100+0.5)), r.Badge)
+			require.Contains(t, r.Title, fmt.Sprintf("(confidence %.2f)", e.InferredTimeoutConfidence))
+		} else {
+			require.Empty(t, r.Badge, "edge %s → %s has a recorded timeout or none", e.CallerService, e.CalleeService)
+		}
+	}
+	require.Positive(t, inferredEdges, "the zero-instrumented traces give edges with inferred timeouts")
+	require.Equal(t, inferredEdges, u.count("table.edges tbody .badge.inferred.timing"))
+	require.Positive(t, u.count("svg.scatter .point.inferred"), "inferred timeouts are drawn as their own marks")
 	u.screenshot("edges")
 }
 
@@ -306,6 +407,7 @@ func testUITrace(u *uiSession, ts *httptest.Server) {
 			require.Contains(t, messages, f.Message)
 		}
 		require.Equal(t, len(tr.Findings), u.count("section.trace-findings li"))
+		requireInferredMarks(u, tr)
 	}
 	// seed 002 carries budgets: deadlines and budget bars are drawn.
 	require.Positive(t, u.count("svg.lane line.deadline"))
@@ -325,11 +427,63 @@ func testUITrace(u *uiSession, ts *httptest.Server) {
 	require.Positive(t, u.count(".badge.inferred"), "a budget known only from a header is marked inferred")
 	require.Contains(t, u.text("table.waterfall tbody"), "≈")
 
+	// A trace without any budget attribute: the timeouts and deadlines are
+	// all inferred from timing, shown with a ≈ and marked in every place.
+	var zt traceAPI
+	require.Equal(t, 200, get(t, ts, "/api/v1/traces/"+zeroTrace, &zt))
+	u.open("#/trace/" + zeroTrace)
+	requireInferredMarks(u, zt)
+	require.Positive(t, u.count("svg.lane line.timeout.inferred"), "inferred timeouts are drawn")
+	require.Positive(t, u.count("svg.lane line.deadline.inferred"), "inferred deadlines are drawn")
+	require.Zero(t, u.count("svg.lane line.timeout:not(.inferred)"), "no timeout was recorded")
+	var conf float64
+	for _, s := range zt.Spans {
+		if s.Budget.InferredTimeoutMs != nil {
+			conf = s.Budget.InferenceConfidence
+		}
+	}
+	require.True(t, conf > 0 && conf < 1, "six samples: an estimate, not a certainty")
+	require.Contains(t, u.texts("table.waterfall tbody .badge.inferred.timing"), fmt.Sprintf("inferred · %d %%", int(conf*100+0.5)))
+	require.Contains(t, u.text("table.waterfall tbody"), "≈")
+	require.Positive(t, u.count("section.trace-findings li .badge.inferred.timing"))
+
 	// A trace that is not there is an error page, not an exception.
 	require.NoError(t, u.tab.navigate(u.ctx, u.base+"#/trace/0123456789abcdef0123456789abcdef"))
 	require.NoError(t, u.tab.waitFor(u.ctx, `document.body.dataset.state === 'error'`))
 	require.Contains(t, u.text("main"), "Trace 0123456789abcdef0123456789abcdef is not in the store")
 	u.tab.b.takeProblems() // the 404 of the API call is the point here
+}
+
+// requireInferredMarks checks a trace page against its API answer: each
+// finding resting on inferred figures, and each span showing an inferred
+// timeout or remaining budget, carries the inferred badge; no other does.
+func requireInferredMarks(u *uiSession, tr traceAPI) {
+	t := u.t
+	t.Helper()
+	inferredFindings := 0
+	for _, f := range tr.Findings {
+		if f.Evidence["inferred"] == 1 {
+			inferredFindings++
+		}
+	}
+	require.Equal(t, inferredFindings, u.count("section.trace-findings li .badge.inferred.timing"))
+	inferredSpans, timeouts, remaining := 0, 0, 0
+	for _, s := range tr.Spans {
+		it := s.Budget.TimeoutMs == nil && s.Budget.InferredTimeoutMs != nil
+		ir := s.Budget.RemainingMs == nil && s.Budget.InferredRemainingMs != nil
+		if it || ir {
+			inferredSpans++
+		}
+		if it {
+			timeouts++
+		}
+		if ir {
+			remaining++
+		}
+	}
+	require.Equal(t, inferredSpans, u.count("table.waterfall tbody .span-name .badge.inferred.timing"))
+	require.Equal(t, timeouts, u.count("table.waterfall tbody td:nth-child(4) .badge.inferred.timing"), "inferred timeouts")
+	require.Equal(t, remaining, u.count("table.waterfall tbody td:nth-child(3) .badge.inferred.timing"), "inferred remaining budgets")
 }
 
 // testUIHostile stores a trace whose names, attributes and events are HTML
@@ -414,6 +568,53 @@ func loadFixtureFiles(t *testing.T, st store.Store, names ...string) {
 		require.NoError(t, err)
 		writeAnalysed(t, st, "ui-"+name, spans)
 	}
+}
+
+// loadZeroInstrumented stores six requests through shop → cart → kv that
+// record no budget attribute and no timeout, only that their calls timed
+// out: shop gives up on cart after 1000 ms, cart waits 3000 ms for kv. They
+// are analysed as one batch, so every call gets the timeouts budgetd infers
+// from the durations (six samples: confidence 6/8 = 0.75).
+func loadZeroInstrumented(t *testing.T, st store.Store) {
+	t.Helper()
+	base := uint64(detectedAt.Add(-10 * time.Minute).UnixNano())
+	at := func(ms float64) uint64 { return base + uint64(ms*float64(time.Millisecond)) }
+	timedOut := func(peer string) schema.Attributes {
+		return schema.Attributes{schema.Str(schema.AttrErrorType, "timeout"), schema.Str("peer.service", peer)}
+	}
+	var spans []schema.Span
+	var traces []*schema.Trace
+	for n := byte(1); n <= 6; n++ {
+		var id schema.TraceID
+		id[0], id[15] = 0xcc, n
+		sp := func(i byte) schema.SpanID { return schema.SpanID{6: n, 7: i} }
+		jitter := float64(n%3) * 0.4
+		start := float64(n) * 5000
+		tr := []schema.Span{
+			{TraceID: id, SpanID: sp(1), Service: "shop", Name: "GET /cart", Kind: schema.KindServer,
+				StartNs: at(start), EndNs: at(start + 1020)},
+			{TraceID: id, SpanID: sp(2), ParentSpanID: sp(1), Service: "shop", Name: "POST /cart", Kind: schema.KindClient,
+				StartNs: at(start + 5), EndNs: at(start + 1005 + jitter), StatusCode: schema.StatusError, Attrs: timedOut("cart")},
+			{TraceID: id, SpanID: sp(3), ParentSpanID: sp(2), Service: "cart", Name: "POST /cart", Kind: schema.KindServer,
+				StartNs: at(start + 6), EndNs: at(start + 3020)},
+			{TraceID: id, SpanID: sp(4), ParentSpanID: sp(3), Service: "cart", Name: "GET item", Kind: schema.KindClient,
+				StartNs: at(start + 10), EndNs: at(start + 3010 + jitter), StatusCode: schema.StatusError, Attrs: timedOut("kv")},
+		}
+		spans = append(spans, tr...)
+		traces = append(traces, schema.NewTrace(tr))
+	}
+	a := analyze.New(analyze.DefaultConfig())
+	var hops []schema.Hop
+	var findings []schema.Finding
+	for _, res := range a.Traces(traces, detectedAt) {
+		hops = append(hops, res.Hops...)
+		findings = append(findings, res.Findings...)
+	}
+	findings = append(findings, a.EdgeFindings(detectedAt)...)
+	ctx := context.Background()
+	require.NoError(t, st.WriteSpans(ctx, "ui-zero-spans", spans))
+	require.NoError(t, st.WriteHops(ctx, "ui-zero-hops", hops))
+	require.NoError(t, st.WriteFindings(ctx, "ui-zero-findings", findings))
 }
 
 // writeAnalysed stores spans with their hops and findings.

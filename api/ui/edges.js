@@ -1,12 +1,13 @@
 // The edges page: for each caller → callee edge, the callee's p99 latency
 // against the caller's median timeout. A point on or above the diagonal is a
 // latency inversion: the caller routinely gives up on calls that would have
-// succeeded, and the callee's work is wasted.
+// succeeded, and the callee's work is wasted. Where the calls recorded no
+// timeout, the one budgetd inferred from span timing stands in, marked.
 
 import { get } from './api.js';
 import { h, svg } from './dom.js';
 import { filterForm, windowCaption, windowFields } from './forms.js';
-import { ms, number, percent } from './format.js';
+import { ms, number, percent, timingBadge } from './format.js';
 
 export async function renderEdges(route, signal) {
   const p = route.params;
@@ -28,6 +29,18 @@ export async function renderEdges(route, signal) {
     content);
 }
 
+// timeoutOf is the caller's timeout on an edge: the recorded median, else
+// the one inferred from the edge's timed-out calls (inferred: true), else null.
+function timeoutOf(e) {
+  if (e.caller_median_timeout_ms !== null && e.caller_median_timeout_ms !== undefined) {
+    return { ms: e.caller_median_timeout_ms, inferred: false };
+  }
+  if (typeof e.inferred_timeout_ms === 'number') {
+    return { ms: e.inferred_timeout_ms, inferred: true, confidence: e.inferred_timeout_confidence };
+  }
+  return null;
+}
+
 function edgeName(e) {
   return `${e.caller_service} ${e.caller_operation} → ${e.callee_service} ${e.callee_operation}`;
 }
@@ -38,9 +51,10 @@ const H = 440;
 const M = { top: 20, right: 24, bottom: 52, left: 76 };
 
 function chart(edges) {
-  const plotted = edges.filter((e) => e.caller_median_timeout_ms > 0 && e.callee_p99_ms > 0);
+  const plotted = edges.filter((e) => timeoutOf(e) && timeoutOf(e).ms > 0 && e.callee_p99_ms > 0);
   const skipped = edges.length - plotted.length;
-  const values = plotted.flatMap((e) => [e.caller_median_timeout_ms, e.callee_p99_ms]);
+  const anyInferred = plotted.some((e) => timeoutOf(e).inferred);
+  const values = plotted.flatMap((e) => [timeoutOf(e).ms, e.callee_p99_ms]);
   const lo = Math.pow(10, Math.floor(Math.log10(Math.min(...values, 100))));
   const hi = Math.pow(10, Math.ceil(Math.log10(Math.max(...values, 1000))));
   const x = (v) => M.left + (Math.log10(v / lo) / Math.log10(hi / lo)) * (W - M.left - M.right);
@@ -65,27 +79,30 @@ function chart(edges) {
   // Edges with the same coordinates share one mark and one label.
   const groups = new Map();
   for (const e of plotted) {
-    const key = `${Math.round(x(e.caller_median_timeout_ms))},${Math.round(y(e.callee_p99_ms))}`;
+    const t = timeoutOf(e);
+    const key = `${Math.round(x(t.ms))},${Math.round(y(e.callee_p99_ms))},${t.inferred}`;
     if (!groups.has(key)) groups.set(key, []);
     groups.get(key).push(e);
   }
   // Boxes taken so far: every mark, then each label as it is placed.
   const placed = [...groups.values()].map((g) => {
-    const cx = x(g[0].caller_median_timeout_ms);
+    const cx = x(timeoutOf(g[0]).ms);
     const cy = y(g[0].callee_p99_ms);
     return { l: cx - 8, r: cx + 8, t: cy - 8, b: cy + 7 };
   });
   const marks = [...groups.values()].map((g) => {
     const e = g[0];
-    const cx = x(e.caller_median_timeout_ms);
+    const t = timeoutOf(e);
+    const cx = x(t.ms);
     const cy = y(e.callee_p99_ms);
     const inv = g.some((v) => v.inversion);
+    const inf = t.inferred ? ' inferred' : '';
     const label = g.map((v) => v.n).join(', ');
     const pos = placeLabel(placed, cx, cy, label.length * 7.5, 13);
-    const title = g.map((v) => `#${v.n} ${edgeName(v)}: p99 ${ms(v.callee_p99_ms)}, timeout ${ms(v.caller_median_timeout_ms)}${v.inversion ? ' (inversion)' : ''}`).join('\n');
+    const title = g.map((v) => `#${v.n} ${edgeName(v)}: p99 ${ms(v.callee_p99_ms)}, timeout ${timeoutText(timeoutOf(v))}${v.inversion ? ' (inversion)' : ''}`).join('\n');
     const shape = inv
-      ? svg('path', { d: `M ${cx} ${cy - 8} L ${cx + 7.5} ${cy + 5.5} L ${cx - 7.5} ${cy + 5.5} Z`, class: 'point inverted' })
-      : svg('circle', { cx, cy, r: 6, class: 'point ok' });
+      ? svg('path', { d: `M ${cx} ${cy - 8} L ${cx + 7.5} ${cy + 5.5} L ${cx - 7.5} ${cy + 5.5} Z`, class: `point inverted${inf}` })
+      : svg('circle', { cx, cy, r: 6, class: `point ok${inf}` });
     return svg('g', { class: 'mark', dataset: { edges: label } },
       svg('title', null, title),
       shape,
@@ -112,6 +129,7 @@ function chart(edges) {
     h('figcaption', null,
       h('span', { class: 'key' }, h('span', { class: 'swatch tri', 'aria-hidden': 'true' }), 'inversion'),
       h('span', { class: 'key' }, h('span', { class: 'swatch dot', 'aria-hidden': 'true' }), 'within timeout'),
+      anyInferred ? h('span', { class: 'key' }, h('span', { class: 'swatch ring', 'aria-hidden': 'true' }), 'hollow: timeout inferred from timing') : null,
       skipped ? h('span', { class: 'muted' }, `${skipped} edge${skipped === 1 ? '' : 's'} without a known timeout ${skipped === 1 ? 'is' : 'are'} only in the table.`) : null));
 }
 
@@ -134,6 +152,21 @@ function placeLabel(placed, cx, cy, w, hgt) {
   return { x: cx + 10, y: cy - 6, anchor: 'start' };
 }
 
+// timeoutText describes a timeoutOf value for a chart mark's title.
+function timeoutText(t) {
+  if (!t) return '—';
+  if (!t.inferred) return ms(t.ms);
+  return `≈ ${ms(t.ms)} (inferred from timing${typeof t.confidence === 'number' ? `, confidence ${t.confidence.toFixed(2)}` : ''})`;
+}
+
+// timeoutCell is the table's timeout: the recorded median, else the
+// inferred one with its badge.
+function timeoutCell(e) {
+  const t = timeoutOf(e);
+  if (!t || !t.inferred) return ms(t ? t.ms : null);
+  return [`≈ ${ms(t.ms)}`, h('span', { class: 'sub' }, timingBadge(t.confidence))];
+}
+
 function tickLabel(v) {
   return v < 1000 ? `${v} ms` : `${v / 1000} s`;
 }
@@ -144,7 +177,7 @@ function edgeTable(edges, window) {
     h('th', { scope: 'row' }, e.caller_service, h('span', { class: 'op' }, e.caller_operation)),
     h('td', null, e.callee_service, h('span', { class: 'op' }, e.callee_operation)),
     h('td', { class: 'num' }, number(e.calls, 0)),
-    h('td', { class: 'num' }, ms(e.caller_median_timeout_ms)),
+    h('td', { class: 'num' }, timeoutCell(e)),
     h('td', { class: 'num' }, ms(e.callee_p50_ms)),
     h('td', { class: 'num' }, ms(e.callee_p99_ms)),
     h('td', { class: 'num' }, percent(e.retry_ratio)),

@@ -4,7 +4,7 @@
 import { get } from './api.js';
 import { h } from './dom.js';
 import { filterForm, hashFor } from './forms.js';
-import { KINDS, kindLabel, pathNode, severityBadge, time } from './format.js';
+import { KINDS, isInferred, kindLabel, pathNode, severityBadge, time, timingBadge } from './format.js';
 
 const FILTERS = ['kind', 'severity', 'service', 'path', 'since', 'limit'];
 
@@ -62,7 +62,8 @@ function findingsTable(findings) {
       : [f.service || f.callee_service || f.caller_service];
     const tr = h('tr', { class: href ? 'clickable' : null, dataset: { findingId: f.id } },
       h('td', null, severityBadge(f.severity)),
-      h('td', null, h('a', { href: hashFor('findings', { kind: f.kind }), class: 'kind' }, kindLabel(f.kind))),
+      h('td', null, h('a', { href: hashFor('findings', { kind: f.kind }), class: 'kind' }, kindLabel(f.kind)),
+        isInferred(f) ? [' ', timingBadge(f.evidence.confidence)] : null),
       h('td', { class: 'message' }, message),
       h('td', null, who),
       h('td', { class: 'path-cell' }, h('a', { href: hashFor('findings', { path: f.path }), class: 'plain' }, pathNode(f.path))),

@@ -65,3 +65,21 @@ export function pathNode(path) {
 export function severityBadge(sev) {
   return h('span', { class: `badge sev-${SEVERITIES.includes(sev) ? sev : 'unknown'}` }, String(sev));
 }
+
+// isInferred tells whether a finding rests on a timeout or deadline budgetd
+// worked out from span timing (evidence.inferred = 1).
+export function isInferred(f) {
+  return Boolean(f && f.evidence && f.evidence.inferred === 1);
+}
+
+// timingBadge marks a finding or figure that rests on zero-instrumentation
+// inference: a timeout or deadline estimated from span timing because the
+// spans recorded none. confidence is 0..1; without one the badge says only
+// "inferred". (Budgets read from request headers have their own badge.)
+export function timingBadge(confidence) {
+  const known = typeof confidence === 'number' && Number.isFinite(confidence) && confidence > 0;
+  return h('span', {
+    class: 'badge inferred timing',
+    title: `Worked out from span timing: a timeout or deadline the spans did not record${known ? ` (confidence ${confidence.toFixed(2)})` : ''}`,
+  }, known ? `inferred · ${Math.round(confidence * 100)} %` : 'inferred');
+}

@@ -1,13 +1,15 @@
 // The trace page: one trace as a budget waterfall. Each span sits on a
 // shared time axis; beside it are the budget it had left (and where that
 // deadline falls), the timeout its call was given, the moment a caller gave
-// up, and the work it did after that (orphaned work). The trace's findings
-// are listed above, each pointing at its span.
+// up, and the work it did after that (orphaned work). Where a span recorded
+// no timeout or budget, the ones budgetd worked out from span timing are
+// shown instead, marked inferred. The trace's findings are listed above,
+// each pointing at its span.
 
 import { ApiError, get } from './api.js';
 import { h, svg } from './dom.js';
 import { hashFor } from './forms.js';
-import { kindLabel, ms, number, severityBadge } from './format.js';
+import { isInferred, kindLabel, ms, number, severityBadge, timingBadge } from './format.js';
 
 const CANCELLED_EVENT = 'budget.cancelled';
 
@@ -47,7 +49,7 @@ export async function renderTrace(route, signal) {
     h('h1', null, 'Trace ', h('code', { class: 'trace-id' }, tr.trace_id)),
     overview(tr),
     findingsList(tr, selectedFinding),
-    legend(),
+    legend(tr.spans.some((s) => inferredTimeout(s.budget) !== null || inferredRemaining(s.budget) !== null)),
     waterfall(rows, scale, findingsBySpan, selectedSpan));
   return page;
 }
@@ -89,6 +91,10 @@ function timeScale(spans) {
     const b = s.budget;
     if (b && b.timeout_ms !== null) end = Math.max(end, s.start_offset_ms + b.timeout_ms);
     if (b && b.remaining_ms !== null) end = Math.max(end, s.start_offset_ms + b.remaining_ms);
+    const it = inferredTimeout(b);
+    if (it !== null) end = Math.max(end, s.start_offset_ms + it);
+    const ir = inferredRemaining(b);
+    if (ir !== null) end = Math.max(end, s.start_offset_ms + ir);
     for (const e of s.events) end = Math.max(end, e.offset_ms);
   }
   const step = niceStep(end / 6);
@@ -111,6 +117,7 @@ function overview(tr) {
   const end = Math.max(...tr.spans.map((s) => s.start_offset_ms + s.duration_ms));
   const roots = tr.spans.filter((s) => !s.parent_span_id);
   const edge = roots.map((s) => s.budget && s.budget.remaining_ms).find((v) => v !== null && v !== undefined);
+  const edgeInferred = roots.find((s) => inferredRemaining(s.budget) !== null);
   const orphaned = tr.spans.reduce((a, s) => a + (s.budget ? s.budget.orphaned_ms : 0), 0);
   const retries = tr.spans.filter((s) => s.budget && s.budget.attempt > 1).length;
   const item = (label, value, cls) => h('div', { class: `stat ${cls || ''}` }, h('dt', null, label), h('dd', null, value));
@@ -118,7 +125,9 @@ function overview(tr) {
     item('Spans', number(tr.spans.length, 0)),
     item('Services', `${services.length}: ${services.join(', ')}`, 'wide'),
     item('Duration', ms(end)),
-    item('Edge budget', edge === undefined ? 'none recorded' : ms(edge)),
+    item('Edge budget', edge !== undefined ? ms(edge)
+      : edgeInferred ? [`≈ ${ms(edgeInferred.budget.inferred_remaining_ms)} `, timingBadge(edgeInferred.budget.inference_confidence)]
+        : 'none recorded'),
     item('Orphaned work', ms(orphaned), orphaned > 0 ? 'orphaned' : ''),
     item('Retries', number(retries, 0)),
     item('Findings', number(tr.findings.length, 0)));
@@ -137,6 +146,7 @@ function findingsList(tr, selected) {
     },
     severityBadge(f.severity), ' ',
     h('a', { href: hashFor('findings', { kind: f.kind }), class: 'kind' }, kindLabel(f.kind)), ' ',
+    isInferred(f) ? [timingBadge(f.evidence.confidence), ' '] : null,
     h('span', { class: 'message' }, f.message), ' ',
     show);
   });
@@ -169,7 +179,8 @@ function selectSpan(spanId, findingId) {
   document.body.dataset.route = location.hash; // replaceState fires no hashchange
 }
 
-function legend() {
+// legend explains the marks; the inferred ones only when the trace has any.
+function legend(inferred) {
   const key = (cls, text, shape = 'rect') => h('li', null,
     svg('svg', { class: 'legend-swatch', width: 28, height: 14, 'aria-hidden': 'true' },
       shape === 'rect' ? svg('rect', { x: 1, y: 2, width: 26, height: 10, class: cls }) : null,
@@ -187,6 +198,7 @@ function legend() {
       key('budget', 'budget left at start', 'thin'),
       key('deadline', 'deadline (start + budget left)', 'line'),
       key('timeout', 'timeout of the call', 'whisker'),
+      inferred ? key('deadline inferred', 'deadline or timeout inferred from timing', 'line') : null,
       key('gaveup', 'caller gave up (timeout or cancellation)', 'line')));
 }
 
@@ -232,6 +244,7 @@ function spanRow({ span: s, depth, orphanParent }, scale, findings, selectedSpan
   if (s.status === 'error') badges.push(h('span', { class: 'badge error' }, 'error'));
   if (b && b.rejected) badges.push(h('span', { class: 'badge' }, 'rejected'));
   if (b && b.inferred) badges.push(inferredBadge());
+  if (inferredTimeout(b) !== null || inferredRemaining(b) !== null) badges.push(timingBadge(b.inference_confidence));
   if (findings.length) {
     badges.push(h('span', { class: 'badge finding-count', title: findings.map((f) => kindLabel(f.kind)).join(', ') },
       `${findings.length} finding${findings.length === 1 ? '' : 's'}`));
@@ -267,7 +280,26 @@ function inferredBadge() {
   }, 'inferred');
 }
 
+// inferredTimeout and inferredRemaining are the figures budgetd worked out
+// from span timing, or null: only where nothing was recorded.
+function inferredTimeout(b) {
+  return b && b.timeout_ms === null && typeof b.inferred_timeout_ms === 'number' ? b.inferred_timeout_ms : null;
+}
+
+function inferredRemaining(b) {
+  return b && b.remaining_ms === null && typeof b.inferred_remaining_ms === 'number' ? b.inferred_remaining_ms : null;
+}
+
+function confidenceText(c) {
+  return typeof c === 'number' && c > 0 ? `, confidence ${c.toFixed(2)}` : '';
+}
+
 function budgetCell(b) {
+  const ir = inferredRemaining(b);
+  if (ir !== null) {
+    return [h('span', { class: ir <= 0 ? 'expired' : null }, `≈ ${ms(ir)}`),
+      h('span', { class: 'sub' }, timingBadge(b.inference_confidence))];
+  }
   if (!b || b.remaining_ms === null) return h('span', { class: 'muted' }, '—');
   const parts = [h('span', { class: b.remaining_ms <= 0 ? 'expired' : null }, b.inferred ? `≈ ${ms(b.remaining_ms)}` : ms(b.remaining_ms))];
   if (b.budget_ms !== null && Math.abs(b.budget_ms - b.remaining_ms) >= 1) {
@@ -279,6 +311,12 @@ function budgetCell(b) {
 }
 
 function timeoutCell(b) {
+  const it = inferredTimeout(b);
+  if (it !== null) {
+    const parts = [`≈ ${ms(it)}`, h('span', { class: 'sub' }, timingBadge(b.inference_confidence))];
+    if (b.attempt > 0) parts.push(h('span', { class: 'sub' }, `attempt ${b.attempt}${b.max_attempts ? ` of ${b.max_attempts}` : ''}`));
+    return parts;
+  }
   if (!b || b.timeout_ms === null) return h('span', { class: 'muted' }, '—');
   const parts = [b.inferred ? `≈ ${ms(b.timeout_ms)}` : ms(b.timeout_ms)];
   if (b.attempt > 0) parts.push(h('span', { class: 'sub' }, `attempt ${b.attempt}${b.max_attempts ? ` of ${b.max_attempts}` : ''}`));
@@ -322,6 +360,15 @@ function timeline(s, scale) {
     describe.push(b.remaining_ms > 0 ? `deadline at ${ms(deadline)}` : 'started after its deadline');
   }
 
+  const ir = inferredRemaining(b);
+  if (ir !== null) {
+    const deadline = start + ir;
+    const how = `inferred from timing${confidenceText(b.inference_confidence)}`;
+    parts.push(svg('line', { x1: scale.pct(deadline), x2: scale.pct(deadline), y1: 1, y2: 27, class: ir > 0 ? 'deadline inferred' : 'deadline inferred expired' },
+      svg('title', null, `deadline at about ${ms(deadline)} (${how})${ir <= 0 ? ' — already past when this span started' : ''}`)));
+    describe.push(ir > 0 ? `inferred deadline at about ${ms(deadline)}` : 'started after its inferred deadline');
+  }
+
   const barClass = ['bar', `kind-${kind}`, b && b.attempt > 1 ? 'retry' : null, s.status === 'error' ? 'error' : null].filter(Boolean).join(' ');
   parts.push(svg('rect', { x: scale.pct(start), width: scale.width(start, end), y: 7, height: 12, class: barClass },
     svg('title', null, `${s.service} ${s.name}: ${ms(start)} → ${ms(end)} (${ms(s.duration_ms)})${b && b.attempt > 1 ? `, attempt ${b.attempt}` : ''}`)));
@@ -339,6 +386,15 @@ function timeline(s, scale) {
       svg('line', { x1: scale.pct(fires), x2: scale.pct(fires), y1: 0, y2: 7, class: 'timeout' },
         svg('title', null, `timeout ${ms(b.timeout_ms)}: fires at ${ms(fires)}`)));
     describe.push(`timeout fires at ${ms(fires)}`);
+  }
+
+  const it = inferredTimeout(b);
+  if (it !== null) {
+    const fires = start + it;
+    parts.push(svg('line', { x1: scale.pct(start), x2: scale.pct(fires), y1: 3, y2: 3, class: 'timeout inferred' }),
+      svg('line', { x1: scale.pct(fires), x2: scale.pct(fires), y1: 0, y2: 7, class: 'timeout inferred' },
+        svg('title', null, `timeout about ${ms(it)} (inferred from timing${confidenceText(b.inference_confidence)}): fires at ${ms(fires)}`)));
+    describe.push(`inferred timeout fires at about ${ms(fires)}`);
   }
 
   if (b && b.timed_out) {
