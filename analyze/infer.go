@@ -231,9 +231,9 @@ func entryKey(svc, op string) edgeKey { return edgeKey{calleeSvc: svc, calleeOp:
 //
 // A call counts as the caller giving up when its status says it timed out
 // (not cancelled: a cancelled call ended when someone above gave up), no
-// budget.cancelled event says otherwise, and the callee, when it recorded a
-// span, outlived the call by more than the skew tolerance: a 504 the callee
-// sent back at its own timeout says nothing about the caller's. A root counts as giving up when it
+// budget.cancelled event says otherwise, and it was not answered by its
+// callee (calleeAnswered): a 504 the callee sent back at its own timeout says
+// nothing about the caller's. A root counts as giving up when it
 // timed out itself (a 504 or 408 it answered, error.type timeout).
 func (v *view) waitSamples(fn func(waitSample)) {
 	for i := range v.n {
@@ -254,11 +254,7 @@ func (v *view) waitSamples(fn func(waitSample)) {
 		case f.Cancelled || len(f.Cancellations) > 0:
 			continue
 		case f.TimedOut:
-			if ec := v.entryChild(i); ec >= 0 && v.n[ec].end <= nd.end+v.tolNs {
-				// The callee stopped with (or before) its caller: the
-				// answer, or its own deadline, ended the call, not the
-				// caller's timer. Only a callee that outlived its caller
-				// shows the caller gave up.
+			if v.calleeAnswered(i) {
 				continue
 			}
 			w.gaveUp = true
@@ -267,6 +263,20 @@ func (v *view) waitSamples(fn func(waitSample)) {
 		}
 		fn(w)
 	}
+}
+
+// calleeAnswered reports whether timed-out call i ended with an answer: an
+// HTTP status (a 504 or 408) and a callee span that ended no later than the
+// call. That is the callee's own deadline speaking, not the caller's timer.
+// A call with no HTTP status got no answer (its caller's timer fired); one
+// whose callee ran on past it was answered by something in between, a proxy
+// on the caller's side giving up for it.
+func (v *view) calleeAnswered(i int) bool {
+	if _, ok := v.t.Spans[i].Attrs.Get(schema.AttrHTTPStatusCode); !ok {
+		return false
+	}
+	ec := v.entryChild(i)
+	return ec >= 0 && v.n[ec].end <= v.n[i].end+v.tolNs
 }
 
 // answerAttrs are the attributes that carry the status of an answer.
@@ -359,13 +369,6 @@ func (v *view) effectiveRemaining(i int) (inferredMs, bool) {
 	}
 	return inferredMs{known: true, ms: nsToMs(nd.infDeadline.at - nd.start), conf: nd.infDeadline.conf, inferred: true}, true
 }
-
-// inferenceSlack is how much an estimated timeout may fall short of what
-// was left and still count as reaching it: two histogram buckets (0.4 %).
-// Two hops configured with the same timeout get estimates that differ by
-// scheduling noise; without it a 30 s timeout under a 30 s caller would be
-// missed whenever the callee's timer happened to fire a millisecond sooner.
-func inferenceSlack(timeoutMs float64) float64 { return 2 * (math.Exp(waitLnGamma) - 1) * timeoutMs }
 
 // markInferred adds the inference evidence to a finding's evidence when
 // any figure it rests on was not recorded.

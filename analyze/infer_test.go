@@ -277,3 +277,40 @@ func TestOfflineAndStreamingInferenceAgree(t *testing.T) {
 	require.Equal(t, streamed, rep.Findings)
 	require.Len(t, ofKind(rep.Findings, schema.KindTimeoutInversion), 6)
 }
+
+// tightChain is a request whose order service calls the database half a
+// millisecond after the gateway called it: the gateway gives up after
+// gatewayWait ms, order after orderWait ms.
+func tightChain(n int, gatewayWait, orderWait float64) []schema.Span {
+	return build(n,
+		sp{id: 1, svc: "gateway", name: "GET /", kind: server, start: 0, end: gatewayWait + 10},
+		sp{id: 2, parent: 1, svc: "gateway", name: "GET order", kind: client, start: 5, end: 5 + gatewayWait, attrs: attrs(timedOut(), peerSvc("order"))},
+		sp{id: 3, parent: 2, svc: "order", name: "GET /", kind: server, start: 5.2, end: 5000},
+		sp{id: 4, parent: 3, svc: "order", name: "SELECT", kind: client, start: 5.5, end: 5.5 + orderWait, attrs: attrs(timedOut(), peerSvc("db"))},
+	)
+}
+
+func TestInferredEqualTimeoutsAcrossABucketEdge(t *testing.T) {
+	inversions := func(gatewayWait, orderWait float64) []schema.Finding {
+		var batch [][]schema.Span
+		for n := 1; n <= 6; n++ {
+			batch = append(batch, tightChain(n, gatewayWait, orderWait))
+		}
+		var out []schema.Finding
+		for _, r := range New(testConfig()).Traces(traces(batch...), testNow) {
+			out = append(out, ofKind(r.Findings, schema.KindTimeoutInversion)...)
+		}
+		return out
+	}
+	// The same 1 s timeout at both hops, order's timer firing 0.6 ms
+	// sooner, across a bucket edge: its estimate falls a bucket below the
+	// gateway's and below the time left, yet it is the gateway's timeout.
+	inv := inversions(1000.5, 999.9)
+	require.Len(t, inv, 6)
+	require.Less(t, inv[0].Evidence["timeout_ms"], inv[0].Evidence["remaining_ms"])
+	require.InDelta(t, 1000.5, inv[0].Evidence["caller_timeout_ms"], 1.5)
+
+	// A budget-derived timeout 0.5 % below the caller's (a 5 ms margin)
+	// is not an inversion.
+	require.Empty(t, inversions(1000, 995))
+}

@@ -15,9 +15,9 @@ import (
 // Where the spans recorded no timeout or no budget, the inferred ones stand
 // in (infer.go): the edge's estimated timeout, and what was left of the
 // earliest deadline a caller's own timeout set. Such findings carry
-// evidence inferred = 1 and the confidence of the weakest estimate, and an
-// estimate within two histogram buckets of what was left counts as reaching
-// it (inferenceSlack).
+// evidence inferred = 1 and the confidence of the weakest estimate. A call
+// whose estimated timeout reaches its caller's own (reachesCallerTimeout)
+// is an inversion too.
 //
 // Severity: critical when the timeout is at least twice what was left, or
 // nothing was left at all; warning otherwise.
@@ -35,12 +35,8 @@ func (v *view) timeoutInversions(now time.Time, out []schema.Finding) []schema.F
 		if !ok {
 			continue
 		}
-		inferred := timeout.inferred || r.inferred
-		slack := 0.0
-		if inferred {
-			slack = inferenceSlack(timeout.ms)
-		}
-		if timeout.ms+slack < r.ms {
+		reachesCaller := timeout.ms < r.ms && v.reachesCallerTimeout(i, timeout)
+		if timeout.ms < r.ms && !reachesCaller {
 			continue
 		}
 		sev := schema.SeverityWarning
@@ -49,10 +45,34 @@ func (v *view) timeoutInversions(now time.Time, out []schema.Finding) []schema.F
 		}
 		msg := v.inversionMessage(i, timeout, r)
 		ev := map[string]float64{"remaining_ms": r.ms, "timeout_ms": timeout.ms}
+		if reachesCaller {
+			ev["caller_timeout_ms"] = v.n[v.n[nd.entry].parent].timeout.ms
+		}
 		markInferred(ev, timeout, r)
 		out = append(out, v.spanFinding(schema.KindTimeoutInversion, i, sev, now, ev, msg))
 	}
 	return out
+}
+
+// reachesCallerTimeout reports whether call i's timeout, when either it or
+// the timeout of the call that reached i's service was inferred, is at
+// least that caller's timeout, give or take one histogram bucket: two hops
+// configured with the same timeout get estimates a bucket apart when their
+// timers fire on either side of a bucket edge, and then the elapsed time
+// alone would hide the inversion. Margins below a bucket (0.2 %) are not
+// told apart from equal timeouts.
+func (v *view) reachesCallerTimeout(i int, timeout inferredMs) bool {
+	in := v.n[v.n[i].entry].parent
+	if in < 0 || !v.n[in].timeout.known {
+		return false
+	}
+	callerTimeout := v.n[in].timeout
+	if !timeout.inferred && !callerTimeout.inferred {
+		return false
+	}
+	// Adjacent buckets are exactly one bucket ratio apart; half a bucket
+	// more keeps rounding from deciding.
+	return timeout.ms >= callerTimeout.ms/math.Exp(1.5*waitLnGamma)
 }
 
 // inversionMessage says what a timeout_inversion is about, and which of its

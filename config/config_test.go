@@ -31,6 +31,14 @@ func TestLoad(t *testing.T) {
 				require.Equal(t, 2*time.Second, c.Analyze.Stream.Tick)
 				require.Equal(t, DefaultConfig().Analyze.Stream.Assembly.MaxWait, c.Analyze.Stream.Assembly.MaxWait, "unset keys keep defaults")
 			}},
+		{name: "inference", yaml: "analyze: {infer: {min_samples: 9}}\n",
+			check: func(t *testing.T, c Config) {
+				require.Equal(t, 9, c.Analyze.Detect.Infer.MinSamples)
+				require.True(t, c.Analyze.Detect.Infer.Enabled, "unset keys keep defaults")
+				require.InDelta(t, 0.5, c.Analyze.Detect.Infer.MinConfidence, 0)
+			}},
+		{name: "inference off", yaml: "analyze: {infer: {enabled: false}}\n",
+			check: func(t *testing.T, c Config) { require.False(t, c.Analyze.Detect.Infer.Enabled) }},
 		{name: "unknown key", yaml: "analyze: {tik: 1s}\n", wantErr: "field tik not found"},
 	}
 	for _, tt := range tests {
@@ -55,6 +63,12 @@ func TestValidateNamesKeys(t *testing.T) {
 	c = DefaultConfig()
 	c.Analyze.Detect.SkewToleranceMs = -1
 	require.ErrorContains(t, c.Validate(), "analyze.skew_tolerance_ms must be >= 0")
+	c = DefaultConfig()
+	c.Analyze.Detect.Infer.MinConfidence = 1.5
+	require.ErrorContains(t, c.Validate(), "analyze.infer.min_confidence must be between 0 and 1")
+	c = DefaultConfig()
+	c.Analyze.Detect.Infer.MinSamples = 0
+	require.ErrorContains(t, c.Validate(), "analyze.infer.min_samples must be >= 1")
 	c = DefaultConfig()
 	c.Log.Format = "xml"
 	require.ErrorContains(t, c.Validate(), "log.format")
