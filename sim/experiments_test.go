@@ -279,7 +279,9 @@ func checkGroundTruth(t *testing.T, ex experiment, orphanShare float64) {
 	// Orphaned work: within 10 %, or within one tolerance per failed
 	// request when there is next to none (an overrun at the tolerance can
 	// be counted on one side only; see docs/experiments.md).
-	slack := func(truth float64, n int) float64 { return max(orphanShare*truth, tr.OrphanToleranceMs*float64(max(n, 1))) }
+	slack := func(truth float64, n int) float64 {
+		return max(orphanShare*truth, tr.OrphanToleranceMs*float64(max(n, 1)))
+	}
 	require.InDelta(t, s.OrphanedWork.Real, m.Orphaned, slack(s.OrphanedWork.Real, s.Requests), "orphaned work in all")
 	require.InDelta(t, s.OrphanedWorkPerFailedRequest.Real, m.OrphanedPerFailed, slack(s.OrphanedWorkPerFailedRequest.Real, 1),
 		"orphaned work per failed request")

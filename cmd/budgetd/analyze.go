@@ -177,13 +177,19 @@ func writeReportTable(w io.Writer, r analyze.Report) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "FINDINGS (%d)\n", len(r.Findings))
 	if len(r.Findings) > 0 {
-		fmt.Fprintln(tw, "SEVERITY\tKIND\tTRACE\tMESSAGE")
+		fmt.Fprintln(tw, "SEVERITY\tKIND\tINFERRED\tTRACE\tMESSAGE")
 		for _, f := range r.Findings {
 			trace := f.TraceID
 			if trace == "" {
 				trace = "(edge)"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.Severity, f.Kind, trace, f.Message)
+			// Findings resting on a timeout or deadline worked out from
+			// timing show the estimate's confidence; the others "-".
+			inferred := "-"
+			if f.Evidence["inferred"] == 1 {
+				inferred = fmt.Sprintf("%.2f", f.Evidence["confidence"])
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", f.Severity, f.Kind, inferred, trace, f.Message)
 		}
 	}
 	fmt.Fprintf(tw, "\nPATHS (%d)\n", len(r.Paths))
