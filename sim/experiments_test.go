@@ -243,9 +243,10 @@ func checkZeroInstrumentation(t *testing.T, rec, strip experiment) {
 			require.Positive(t, f.Evidence["confidence"], "%+v", f)
 		}
 	}
-	// Orphaned work: within 15 % of the recorded run's too.
-	slack := max(0.15*rec.Measured.Orphaned, strip.Truth.OrphanToleranceMs*float64(strip.Truth.Summary.Requests))
-	require.InDelta(t, rec.Measured.Orphaned, strip.Measured.Orphaned, slack, "orphaned work, recorded vs stripped")
+	// Orphaned work is compared with the stripped run's own ground truth
+	// (checkGroundTruth, 15 %): two runs of a chain differ by what the
+	// machine's scheduling did, which is all the orphaned work there is in
+	// the deadline policy.
 }
 
 // checkGroundTruth compares budgetd's figures with the simulator's.
