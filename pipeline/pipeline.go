@@ -192,11 +192,13 @@ func (p *Pipeline) process(ctx context.Context, flush bool) error {
 	}
 	var hops []schema.Hop
 	var findings []schema.Finding
+	var reanalysed []schema.TraceID
 	traces := make([]*schema.Trace, len(due))
 	for i, tr := range due {
 		spans := tr.Spans
 		if tr.Reopened {
 			spans = p.mergeStored(ctx, tr)
+			reanalysed = append(reanalysed, tr.ID)
 		}
 		traces[i] = schema.NewTrace(spans)
 	}
@@ -215,6 +217,13 @@ func (p *Pipeline) process(ctx context.Context, flush bool) error {
 		p.metrics.skews.Add(float64(len(res.Skews)))
 	}
 	p.metrics.observeFindings(findings)
+	// Re-opened traces are recorded before their new hops, so reads never
+	// see two analyses of a span without knowing to keep the latest.
+	if err := p.write(ctx, "reanalysed", func(ctx context.Context, token string) error {
+		return p.store.WriteReanalysed(ctx, token, reanalysed, uint64(now.UnixNano()))
+	}); err != nil {
+		return err
+	}
 	if err := p.write(ctx, "hops", func(ctx context.Context, token string) error { return p.store.WriteHops(ctx, token, hops) }); err != nil {
 		return err
 	}

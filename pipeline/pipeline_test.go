@@ -147,6 +147,12 @@ func TestLateSpansReopen(t *testing.T) {
 	require.NoError(t, p.Flush(ctx))
 	require.Equal(t, goldenIDs(t, "orphaned_work_positive"), storedIDs(t, s))
 	require.EqualValues(t, 1, p.counters().Reopened)
+
+	// Both analyses wrote hops for the early spans; the pipeline recorded
+	// the re-analysis, so the store counts the request once.
+	tot, err := s.Totals(ctx, store.Window{})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, tot.Requests)
 }
 
 // TestShutdownFlushes starts the worker and shuts it down with traces held:

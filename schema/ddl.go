@@ -97,7 +97,8 @@ func Migrations(p DDLParams) ([]Migration, error) {
 		SkipIndexes bool
 		DedupToken  bool
 		OtelView    bool
-	}{p.Database, 0, f.SkipIndexes, f.DedupToken, f.OtelView}
+		Codecs      bool
+	}{p.Database, 0, f.SkipIndexes, f.DedupToken, f.OtelView, f.Codecs}
 	if f.TTL {
 		data.TTLDays = p.TTLDays
 	}

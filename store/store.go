@@ -35,6 +35,11 @@ type Store interface {
 	WriteHops(ctx context.Context, token string, hops []schema.Hop) error
 	// WriteFindings stores findings.
 	WriteFindings(ctx context.Context, token string, findings []schema.Finding) error
+	// WriteReanalysed records that the traces are being analysed again at
+	// analyzedNs (Hop.AnalyzedNs of their new hops). It must be written
+	// before the new hops: reads deduplicate hops per span, and drop
+	// superseded findings, only for the traces recorded here.
+	WriteReanalysed(ctx context.Context, token string, traces []schema.TraceID, analyzedNs uint64) error
 
 	// Trace returns the stored spans of a trace in start order — the first
 	// limit of them, or all when limit is 0 — or ErrNotFound.

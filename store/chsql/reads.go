@@ -498,24 +498,35 @@ func (s *Store) Totals(ctx context.Context, w store.Window) (store.Totals, error
 // parameters.
 const findingWindow = "detected_ns >= {since:UInt64} AND detected_ns <= {until:UInt64}"
 
+// reanalysedSince lists the traces analysed more than once since the
+// window's start: a trace whose rows fall in a window was (re-)analysed
+// after the window began. Bounding the set keeps it small however long the
+// retention.
+func (s *Store) reanalysedSince() string {
+	return "(SELECT trace_id FROM " + s.db + ".reanalysed WHERE analyzed_ns >= {since:UInt64})"
+}
+
 // latestHops is a subquery over the hops matching where that keeps only
-// the latest analysis of each span: a trace re-opened by late spans is
-// analysed again and writes its hops again.
+// the latest analysis of each span. Only traces recorded as re-analysed
+// (WriteReanalysed) can have more than one; their hops are deduplicated per
+// span, every other hop is read as it is, so an aggregate over a window
+// costs no sort of the whole window. where must bind {since:UInt64}.
 func (s *Store) latestHops(where string) string {
 	cols := strings.Join(hopColumns, ", ")
-	return "(SELECT " + cols + " FROM " + s.db + ".hops WHERE " + where +
-		" ORDER BY analyzed_ns DESC LIMIT 1 BY trace_id, span_id)"
+	return "(SELECT " + cols + " FROM " + s.db + ".hops WHERE " + where + " AND trace_id NOT IN " + s.reanalysedSince() +
+		" UNION ALL SELECT " + cols + " FROM (SELECT " + cols + " FROM " + s.db + ".hops WHERE " + where +
+		" AND trace_id IN " + s.reanalysedSince() + " ORDER BY analyzed_ns DESC LIMIT 1 BY trace_id, span_id))"
 }
 
 // currentFindings is a subquery over the findings matching where without
-// those a later analysis of the same trace replaced: a finding counts when
-// it was detected no earlier than its trace's latest analysis. Edge
-// findings (no trace) and findings from offline analysis (hops analysed at
-// 0) always count.
+// the findings of superseded analyses: for a trace recorded as re-analysed,
+// only the findings of its latest analysis (detected when the analysis ran,
+// at its reanalysed.analyzed_ns) count. where must bind {since:UInt64}.
 func (s *Store) currentFindings(where string) string {
 	cols := strings.Join(findingColumns, ", ")
-	return "(SELECT " + cols + " FROM (SELECT " + cols + " FROM " + s.db + ".findings WHERE " + where + ") AS f" +
-		" ANY LEFT JOIN (SELECT trace_id, max(analyzed_ns) AS latest FROM " + s.db + ".hops WHERE trace_id IN" +
-		" (SELECT trace_id FROM " + s.db + ".findings WHERE " + where + " AND trace_id != '') GROUP BY trace_id) AS l" +
-		" USING trace_id WHERE detected_ns >= latest)"
+	return "(SELECT " + cols + " FROM " + s.db + ".findings WHERE " + where + " AND trace_id NOT IN " + s.reanalysedSince() +
+		" UNION ALL SELECT " + cols + " FROM (SELECT " + cols + " FROM " + s.db + ".findings WHERE " + where +
+		" AND trace_id IN " + s.reanalysedSince() + ") AS f" +
+		" ANY LEFT JOIN (SELECT trace_id, max(analyzed_ns) AS latest FROM " + s.db + ".reanalysed" +
+		" WHERE analyzed_ns >= {since:UInt64} GROUP BY trace_id) AS l USING trace_id WHERE detected_ns >= latest)"
 }

@@ -154,6 +154,14 @@ var findingColumns = []string{
 	"callee_service", "path", "detected_ns", "evidence_keys", "evidence_values", "message",
 }
 
+// WriteReanalysed implements store.Store.
+func (s *Store) WriteReanalysed(ctx context.Context, token string, traces []schema.TraceID, analyzedNs uint64) error {
+	err := s.insert(ctx, "reanalysed", []string{"trace_id", "analyzed_ns"}, token, len(traces), func(i int, dst []any) []any {
+		return append(dst, traces[i].String(), analyzedNs)
+	})
+	return wrapCtx(ctx, err)
+}
+
 // WriteFindings implements store.Store. Evidence keys are written sorted so a
 // finding renders the same row every time.
 func (s *Store) WriteFindings(ctx context.Context, token string, findings []schema.Finding) error {

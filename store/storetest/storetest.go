@@ -644,6 +644,8 @@ func testReanalysis(t *testing.T, h Harness) {
 	current := schema.Finding{ID: "current", Kind: schema.KindOrphanedWork, TraceID: tid(1).String(), Path: "a:op > b:op > c:op",
 		DetectedAt: time.Unix(0, int64(t2)), Evidence: map[string]float64{}}
 	edge := schema.Finding{ID: "edge", Kind: schema.KindLatencyInversion, Path: "a:op > b:op", DetectedAt: time.Unix(0, int64(t1)), Evidence: map[string]float64{}}
+	// The analysis records the re-analysis before the new hops.
+	require.NoError(t, s.WriteReanalysed(ctx, "a2", []schema.TraceID{tid(1)}, t2))
 	require.NoError(t, s.WriteHops(ctx, "a2", second))
 	require.NoError(t, s.WriteFindings(ctx, "a2", []schema.Finding{current, edge}))
 
@@ -672,4 +674,26 @@ func testReanalysis(t *testing.T, h Harness) {
 	require.EqualValues(t, 1, tot.Requests)
 	require.EqualValues(t, 1, tot.FindingsByKind[schema.KindOrphanedWork])
 	require.Zero(t, tot.FindingsByKind[schema.KindBudgetReset])
+
+	// A trace analysed once, next to it, is read as it is.
+	once := entry(1, "a:op", t1)
+	once.TraceID = tid(2)
+	require.NoError(t, s.WriteHops(ctx, "b1", []schema.Hop{once}))
+	require.NoError(t, s.WriteFindings(ctx, "b1", []schema.Finding{{ID: "once", Kind: schema.KindBudgetReset, TraceID: tid(2).String(),
+		Path: "a:op", DetectedAt: time.Unix(0, int64(t1)), Evidence: map[string]float64{}}}))
+	tot, err = s.Totals(ctx, w)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, tot.Requests)
+	require.EqualValues(t, 1, tot.FindingsByKind[schema.KindBudgetReset], "only the other trace's")
+
+	// The set of re-analysed traces is bounded by the window: a window that
+	// starts after the re-analysis sees neither of its analyses' findings
+	// (both detected before it), and the other trace's as usual.
+	page, err = s.Findings(ctx, store.FindingQuery{Window: store.Window{SinceNs: t1, UntilNs: t2 + 1}})
+	require.NoError(t, err)
+	ids = ids[:0]
+	for _, f := range page.Findings {
+		ids = append(ids, f.ID)
+	}
+	require.ElementsMatch(t, []string{"current", "edge", "once"}, ids)
 }
