@@ -176,7 +176,8 @@ func (c *Conn) Query(ctx context.Context, query string, params chsql.Params) (ch
 // Insert implements chsql.Conn. The rows travel inline as
 // JSONCompactEachRow after the statement, in one binary-safe call.
 func (c *Conn) Insert(ctx context.Context, table string, columns []string, dedupToken string, n int, row func(int, []any) []any) error {
-	var b []byte
+	bp := insertBufs.Get().(*[]byte)
+	b := (*bp)[:0]
 	b = append(b, "INSERT INTO "...)
 	b = append(b, table...)
 	b = append(b, " ("...)
@@ -194,13 +195,39 @@ func (c *Conn) Insert(ctx context.Context, table string, columns []string, dedup
 	for i := range n {
 		vals = row(i, vals[:0])
 		if len(vals) != len(columns) {
+			putInsertBuf(bp)
 			return fmt.Errorf("insert %s: row %d has %d values for %d columns", table, i, len(vals), len(columns))
 		}
 		if b, err = appendJSONRow(b, vals); err != nil {
+			putInsertBuf(bp)
 			return fmt.Errorf("insert %s: row %d: %w", table, i, err)
 		}
 		b = append(b, '\n')
 	}
-	_, err = c.runCall(ctx, func() ([]byte, error) { return c.c.queryBytes(b, "TabSeparated") })
+	*bp = b
+	_, err = c.runCall(ctx, func() ([]byte, error) {
+		// chDB reads b until the call returns, which may be after runCall
+		// gave up on a cancelled context: only then may b be reused.
+		defer putInsertBuf(bp)
+		return c.c.queryBytes(b, "TabSeparated")
+	})
 	return err
+}
+
+// insertBufs holds the buffers inserts are encoded into. A batch of 20,000
+// spans is about 20 MB of JSON; building it from an empty slice every time
+// allocated about twice that and copied it while growing, which the garbage
+// collector then paid for again.
+var insertBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledInsertBuf is the largest buffer kept for reuse, so one huge
+// batch does not pin its memory for good.
+const maxPooledInsertBuf = 64 << 20
+
+func putInsertBuf(bp *[]byte) {
+	if cap(*bp) > maxPooledInsertBuf {
+		return
+	}
+	*bp = (*bp)[:0]
+	insertBufs.Put(bp)
 }
