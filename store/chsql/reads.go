@@ -349,24 +349,25 @@ func (s *Store) Paths(ctx context.Context, w store.Window, limit int) ([]store.P
 	pick := func(entry, call string) string {
 		return "if(countIf(" + entryHop + ") > 0, " + entry + ", " + call + ")"
 	}
-	q := "SELECT path, " +
+	q := "SELECT path, hex(cityHash64(path)), " +
 		pick("countIf("+entryHop+")", "countIf("+callHop+")") + " AS requests, " +
 		pick("countIf("+entryHop+" AND is_error = 1)", "countIf("+callHop+" AND is_error = 1)") + ", " +
 		pick("quantilesIf(0.5, 0.99)(duration_ns / 1000000, "+entryHop+")", "quantilesIf(0.5, 0.99)(duration_ns / 1000000, "+callHop+")") + ", " +
 		"quantileIf(0.5)(budget_ms, " + entryHop + "), sum(orphaned_ms), " +
 		pick("countIf("+entryHop+" AND "+withinBudget+")", "countIf("+callHop+" AND "+withinBudget+")") +
-		" FROM " + s.latestHops(win) +
+		" FROM " + s.latestHops("path, orphaned_ms, "+hopKindCols+", "+hopBudgetCols, win) +
 		" GROUP BY path HAVING requests > 0 ORDER BY requests DESC, path LIMIT " + strconv.Itoa(clampLimit(limit, 10_000))
 	rows, err := s.conn.Query(ctx, q, params)
 	if err != nil {
 		return nil, wrapCtx(ctx, fmt.Errorf("read paths: %w", err))
 	}
 	var out []store.PathStats
-	byPath := make(map[string]int)
+	byHash := make(map[string]int) // hex(cityHash64(path)) → index in out
 	for rows.Next() {
 		var p store.PathStats
 		var qs []float64
-		if err := rows.Scan(&p.Path, &p.Requests, &p.Errors, &qs, &p.P50BudgetMs, &p.OrphanedMs, &p.WithinBudget); err != nil {
+		var hash string
+		if err := rows.Scan(&p.Path, &hash, &p.Requests, &p.Errors, &qs, &p.P50BudgetMs, &p.OrphanedMs, &p.WithinBudget); err != nil {
 			rows.Close()
 			return nil, wrapCtx(ctx, fmt.Errorf("scan path: %w", err))
 		}
@@ -374,7 +375,7 @@ func (s *Store) Paths(ctx context.Context, w store.Window, limit int) ([]store.P
 			p.P50DurationMs, p.P99DurationMs = qs[0], qs[1]
 		}
 		p.FindingsByKind = make(map[schema.Kind]uint64)
-		byPath[p.Path] = len(out)
+		byHash[hash] = len(out)
 		out = append(out, p)
 	}
 	err = rows.Err()
@@ -386,16 +387,23 @@ func (s *Store) Paths(ctx context.Context, w store.Window, limit int) ([]store.P
 		return out, nil
 	}
 
-	q = "SELECT path, max(c), avg(c) FROM (SELECT path, trace_id, if(countIf(" + entryHop + ") > 0, countIf(" + entryHop + "), countIf(" + callHop + ")) AS c" +
-		" FROM " + s.latestHops(win) + " GROUP BY path, trace_id) WHERE c > 0 GROUP BY path"
+	// Calls per trace group every hop of the window by path and trace:
+	// grouped by the hashes of both, the keys are 16 fixed bytes instead of
+	// two strings copied into the hash table, which at millions of traces is
+	// most of the query's cost. A collision of 64-bit hashes among the
+	// traces of one window is vanishingly unlikely and would only merge two
+	// traces' counts.
+	q = "SELECT ph, max(c), avg(c) FROM (SELECT hex(cityHash64(path)) AS ph, cityHash64(trace_id) AS th," +
+		" if(countIf(" + entryHop + ") > 0, countIf(" + entryHop + "), countIf(" + callHop + ")) AS c" +
+		" FROM " + s.latestHops("path, trace_id, "+hopKindCols, win) + " GROUP BY ph, th) WHERE c > 0 GROUP BY ph"
 	err = s.eachRow(ctx, q, params, func(r Rows) error {
-		var path string
+		var hash string
 		var most uint64
 		var mean float64
-		if err := r.Scan(&path, &most, &mean); err != nil {
+		if err := r.Scan(&hash, &most, &mean); err != nil {
 			return err
 		}
-		if i, ok := byPath[path]; ok {
+		if i, ok := byHash[hash]; ok {
 			out[i].MaxCallsPerTrace, out[i].MeanCallsPerTrace = most, mean
 		}
 		return nil
@@ -404,14 +412,14 @@ func (s *Store) Paths(ctx context.Context, w store.Window, limit int) ([]store.P
 		return nil, fmt.Errorf("read calls per trace: %w", err)
 	}
 
-	q = "SELECT path, kind, count() FROM " + s.currentFindings(findingWindow) + " GROUP BY path, kind"
+	q = "SELECT hex(cityHash64(path)), kind, count() FROM " + s.currentFindings(findingWindow) + " GROUP BY path, kind"
 	err = s.eachRow(ctx, q, params, func(r Rows) error {
-		var path, kind string
+		var hash, kind string
 		var n uint64
-		if err := r.Scan(&path, &kind, &n); err != nil {
+		if err := r.Scan(&hash, &kind, &n); err != nil {
 			return err
 		}
-		if i, ok := byPath[path]; ok {
+		if i, ok := byHash[hash]; ok {
 			out[i].FindingsByKind[schema.Kind(kind)] += n
 		}
 		return nil
@@ -442,7 +450,9 @@ func (s *Store) Edges(ctx context.Context, w store.Window, limit int) ([]store.E
 	q := "SELECT caller_service, caller_operation, callee_service, callee_operation, count(), countIf(attempt > 1)," +
 		" quantile(0.5)(timeout_ms), quantiles(0.5, 0.99)(if(callee_duration_ns > 0, callee_duration_ns, duration_ns) / 1000000)," +
 		" quantile(0.5)(inferred_timeout_ms), quantileIf(0.5)(inference_confidence, isNotNull(inferred_timeout_ms))" +
-		" FROM " + s.latestHops("kind IN (3, 4) AND start_ns >= {since:UInt64} AND start_ns <= {until:UInt64}") +
+		" FROM " + s.latestHops("caller_service, caller_operation, callee_service, callee_operation, attempt, timeout_ms,"+
+			" callee_duration_ns, duration_ns, inferred_timeout_ms, inference_confidence",
+			"kind IN (3, 4) AND start_ns >= {since:UInt64} AND start_ns <= {until:UInt64}") +
 		" GROUP BY caller_service, caller_operation, callee_service, callee_operation" +
 		" ORDER BY count() DESC, caller_service, caller_operation, callee_service, callee_operation LIMIT " + strconv.Itoa(clampLimit(limit, 10_000))
 	var out []store.EdgeStats
@@ -474,7 +484,8 @@ func (s *Store) Totals(ctx context.Context, w store.Window) (store.Totals, error
 	params := Params{P("since", w.SinceNs), P("until", w.Until())}
 	t := store.Totals{FindingsByKind: make(map[schema.Kind]uint64)}
 	err := s.queryOne(ctx, "SELECT count(), countIf("+withinBudget+") FROM "+
-		s.latestHops("parent_span_id = '' AND start_ns >= {since:UInt64} AND start_ns <= {until:UInt64}"), params, &t.Requests, &t.WithinBudget)
+		s.latestHops("kind, "+hopBudgetCols, "parent_span_id = '' AND start_ns >= {since:UInt64} AND start_ns <= {until:UInt64}"),
+		params, &t.Requests, &t.WithinBudget)
 	if err != nil {
 		return t, wrapCtx(ctx, fmt.Errorf("read totals: %w", err))
 	}
@@ -506,17 +517,25 @@ func (s *Store) reanalysedSince() string {
 	return "(SELECT trace_id FROM " + s.db + ".reanalysed WHERE analyzed_ns >= {since:UInt64})"
 }
 
-// latestHops is a subquery over the hops matching where that keeps only
-// the latest analysis of each span. Only traces recorded as re-analysed
-// (WriteReanalysed) can have more than one; their hops are deduplicated per
-// span, every other hop is read as it is, so an aggregate over a window
-// costs no sort of the whole window. where must bind {since:UInt64}.
-func (s *Store) latestHops(where string) string {
-	cols := strings.Join(hopColumns, ", ")
+// latestHops is a subquery over the hops matching where, with the columns
+// cols (comma-separated), that keeps only the latest analysis of each span.
+// Only traces recorded as re-analysed (WriteReanalysed) can have more than
+// one; their hops are deduplicated per span, every other hop is read as it
+// is, so an aggregate over a window costs no sort of the whole window, and
+// only the columns the aggregate needs are read. where must bind
+// {since:UInt64}.
+func (s *Store) latestHops(cols, where string) string {
 	return "(SELECT " + cols + " FROM " + s.db + ".hops WHERE " + where + " AND trace_id NOT IN " + s.reanalysedSince() +
-		" UNION ALL SELECT " + cols + " FROM (SELECT " + cols + " FROM " + s.db + ".hops WHERE " + where +
-		" AND trace_id IN " + s.reanalysedSince() + " ORDER BY analyzed_ns DESC LIMIT 1 BY trace_id, span_id))"
+		" UNION ALL SELECT " + cols + " FROM (SELECT " + cols + ", trace_id AS dedup_trace, span_id AS dedup_span, analyzed_ns AS dedup_at" +
+		" FROM " + s.db + ".hops WHERE " + where + " AND trace_id IN " + s.reanalysedSince() +
+		" ORDER BY dedup_at DESC LIMIT 1 BY dedup_trace, dedup_span))"
 }
+
+// Columns the aggregates read from latestHops.
+const (
+	hopKindCols   = "kind, parent_span_id"
+	hopBudgetCols = "is_error, budget_ms, remaining_ms, duration_ns"
+)
 
 // currentFindings is a subquery over the findings matching where without
 // the findings of superseded analyses: for a trace recorded as re-analysed,
