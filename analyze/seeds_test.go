@@ -33,6 +33,22 @@ func orphaned(fs []schema.Finding) (map[string]float64, float64) {
 func TestSeedCheckoutIndependentTimeouts(t *testing.T) {
 	r := analyzeRecordedOnly(t, checkoutIndependentTimeouts(1))
 
+	// Each path's first hop carries how many times the request went down
+	// it, as Summarize counts it: the store aggregates calls per trace
+	// from these.
+	perPath := map[string]uint32{}
+	for _, h := range r.Hops {
+		if h.PathCalls > 0 {
+			_, dup := perPath[h.Path]
+			require.False(t, dup, "one hop per path carries the count: %s", h.Path)
+			perPath[h.Path] = h.PathCalls
+		}
+	}
+	for _, p := range Summarize(r.Hops, nil) {
+		require.EqualValues(t, p.MaxCallsPerTrace, perPath[p.Path], p.Path)
+	}
+	require.EqualValues(t, 12, perPath["mobile:checkout > gateway:POST /checkout > order:POST /order > pricing:POST /price > db:SELECT prices"])
+
 	// 2 × 2 × 3 = 12 database queries for one checkout, multiplied at all
 	// three levels that retry.
 	amp := ofKind(r.Findings, schema.KindRetryAmplification)

@@ -594,6 +594,39 @@ func (v *view) buildHops() {
 			h.InferredTimeoutMs, h.InferenceConfidence = schema.Ms(nd.timeout.ms), nd.timeout.conf
 		}
 	}
+	setPathCalls(v.hops)
+}
+
+// setPathCalls sets Hop.PathCalls on the first hop of each path: the
+// path's entry hops in the trace, or its call hops when it has no entry hop
+// (the store's entryHop and callHop conditions).
+func setPathCalls(hops []schema.Hop) {
+	type count struct {
+		first          int
+		entries, calls uint32
+	}
+	byPath := make(map[string]*count)
+	for i := range hops {
+		h := &hops[i]
+		c := byPath[h.Path]
+		if c == nil {
+			c = &count{first: i}
+			byPath[h.Path] = c
+		}
+		switch {
+		case h.Kind.IsCall():
+			c.calls++
+		case h.Kind.IsEntry() || h.ParentSpanID.IsZero():
+			c.entries++
+		}
+	}
+	for _, c := range byPath {
+		n := c.entries
+		if n == 0 {
+			n = c.calls
+		}
+		hops[c.first].PathCalls = n
+	}
 }
 
 // copyMs copies an optional figure so hops never alias the facts' storage.

@@ -57,6 +57,13 @@ type Hop struct {
 	// 0 when nothing was inferred.
 	InferenceConfidence float64
 
+	// PathCalls is set on the first hop (in span order) of each path in
+	// the trace: how many times the trace went down the path — its entry
+	// hops, or its call hops where the path has no entry hop (an
+	// uninstrumented callee). 0 on every other hop. Calls per trace per path
+	// are then a plain aggregate instead of a grouping by path and trace.
+	PathCalls uint32
+
 	// AnalyzedNs is when the analysis that wrote this hop ran (Unix ns). A
 	// trace re-opened by late spans is analysed again; the store keeps the
 	// latest analysis of each span. Zero for hops from offline analysis.

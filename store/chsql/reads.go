@@ -224,7 +224,7 @@ func (s *Store) TraceHops(ctx context.Context, id schema.TraceID) ([]schema.Hop,
 			&h.StartNs, &h.DurationNs, &isErr, &timedOut,
 			&h.RemainingMs, &h.BudgetMs, &h.BudgetSource, &h.TimeoutMs, &h.Attempt, &h.MaxAttempts,
 			&h.OrphanedMs, &rejected, &inferred, &h.AnalyzedNs, &h.CalleeDurationNs,
-			&h.InferredTimeoutMs, &h.InferredRemainingMs, &h.InferenceConfidence)
+			&h.InferredTimeoutMs, &h.InferredRemainingMs, &h.InferenceConfidence, &h.PathCalls)
 		if err != nil {
 			return nil, wrapCtx(ctx, fmt.Errorf("scan hop: %w", err))
 		}
@@ -332,10 +332,13 @@ func decodeCursor(c string) (uint64, string, error) {
 }
 
 // entryHop selects the hops where a request enters a service: SERVER and
-// CONSUMER spans, and roots of any kind. callHop selects outgoing calls.
+// CONSUMER spans, and roots that are not calls. callHop selects outgoing
+// calls, a root CLIENT span (a trace that starts at a client) included: it
+// shares its path with its callee's SERVER span, and counting it as an entry
+// too counted such requests twice.
 const (
-	entryHop = "(kind IN (2, 5) OR parent_span_id = '')"
-	callHop  = "(kind IN (3, 4) AND parent_span_id != '')"
+	entryHop = "(kind IN (2, 5) OR (parent_span_id = '' AND kind NOT IN (3, 4)))"
+	callHop  = "(kind IN (3, 4))"
 )
 
 // withinBudget is true for a hop answered without error inside the budget it
@@ -394,15 +397,10 @@ func (s *Store) Paths(ctx context.Context, w store.Window, limit int) ([]store.P
 		return out, nil
 	}
 
-	// Calls per trace group every hop of the window by path and trace:
-	// grouped by the hashes of both, the keys are 16 fixed bytes instead of
-	// two strings copied into the hash table, which at millions of traces is
-	// most of the query's cost. A collision of 64-bit hashes among the
-	// traces of one window is vanishingly unlikely and would only merge two
-	// traces' counts.
-	q = "SELECT ph, max(c), avg(c) FROM (SELECT hex(cityHash64(path)) AS ph, cityHash64(trace_id) AS th," +
-		" if(countIf(" + entryHop + ") > 0, countIf(" + entryHop + "), countIf(" + callHop + ")) AS c" +
-		" FROM " + s.latestHops("path, trace_id, "+hopKindCols, win) + " GROUP BY ph, th) WHERE c > 0 GROUP BY ph"
+	// Calls per trace per path are written on the first hop of each path
+	// of each trace (Hop.PathCalls), so they need no grouping by trace.
+	q = "SELECT hex(cityHash64(path)), toUInt64(max(path_calls)), avg(path_calls) FROM " + s.latestHops("path, path_calls", win) +
+		" WHERE path_calls > 0 GROUP BY path"
 	err = s.eachRow(ctx, q, params, func(r Rows) error {
 		var hash string
 		var most uint64

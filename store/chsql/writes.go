@@ -124,7 +124,7 @@ var hopColumns = []string{
 	"start_ns", "duration_ns", "is_error", "timed_out",
 	"remaining_ms", "budget_ms", "budget_source", "timeout_ms", "attempt", "max_attempts",
 	"orphaned_ms", "rejected", "inferred", "analyzed_ns", "callee_duration_ns",
-	"inferred_timeout_ms", "inferred_remaining_ms", "inference_confidence",
+	"inferred_timeout_ms", "inferred_remaining_ms", "inference_confidence", "path_calls",
 }
 
 func b2u(b bool) uint8 {
@@ -144,7 +144,7 @@ func (s *Store) WriteHops(ctx context.Context, token string, hops []schema.Hop) 
 			h.StartNs, h.DurationNs, b2u(h.IsError), b2u(h.TimedOut),
 			h.RemainingMs, h.BudgetMs, h.BudgetSource, h.TimeoutMs, h.Attempt, h.MaxAttempts,
 			h.OrphanedMs, b2u(h.Rejected), b2u(h.Inferred), h.AnalyzedNs, h.CalleeDurationNs,
-			h.InferredTimeoutMs, h.InferredRemainingMs, h.InferenceConfidence)
+			h.InferredTimeoutMs, h.InferredRemainingMs, h.InferenceConfidence, h.PathCalls)
 	})
 	return wrapCtx(ctx, err)
 }

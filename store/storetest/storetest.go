@@ -177,7 +177,7 @@ func sampleHop(n int) schema.Hop {
 		StartNs: uint64(1_700_000_000_000_000_000 + n), DurationNs: 2_500_000_000, CalleeDurationNs: 4_000_000_000, IsError: true, TimedOut: true,
 		RemainingMs: schema.Ms(2300), BudgetMs: nil, BudgetSource: string(schema.SourcePropagated),
 		TimeoutMs: schema.Ms(15000), Attempt: 2, MaxAttempts: 3, OrphanedMs: 12.5, Rejected: true, Inferred: true,
-		InferredTimeoutMs: schema.Ms(1501.25), InferredRemainingMs: schema.Ms(-20.5), InferenceConfidence: 0.75,
+		InferredTimeoutMs: schema.Ms(1501.25), InferredRemainingMs: schema.Ms(-20.5), InferenceConfidence: 0.75, PathCalls: 3,
 	}
 }
 
@@ -417,9 +417,11 @@ func testAggregates(t *testing.T, h Harness) {
 	// Three requests on one path: durations 100, 200, 900 ms with budget 500
 	// ms; the third is over budget. Request 2 calls the callee twice (retry).
 	for r := range 3 {
+		// PathCalls as the analyzer writes it: on the first hop of each
+		// path of the trace, the times the trace went down the path.
 		entry := schema.Hop{TraceID: tid(r), SpanID: sid(r * 10), Service: "gw", Operation: "GET /", Kind: schema.KindServer,
 			Path: "gw:GET /", RootPath: "gw:GET /", StartNs: base + uint64(r)*1e9, DurationNs: []uint64{100e6, 200e6, 900e6}[r],
-			BudgetMs: schema.Ms(500), OrphanedMs: float64(r * 10)}
+			BudgetMs: schema.Ms(500), OrphanedMs: float64(r * 10), PathCalls: 1}
 		hops = append(hops, entry)
 		attempts := 1
 		if r == 1 {
@@ -430,6 +432,9 @@ func testAggregates(t *testing.T, h Harness) {
 				Operation: "GET db", Kind: schema.KindClient, Path: "gw:GET / > db:query",
 				CallerService: "gw", CallerOperation: "GET /", CalleeService: "db", CalleeOperation: "query",
 				StartNs: entry.StartNs + 1, DurationNs: 50e6, TimeoutMs: schema.Ms(300), Attempt: uint32(a)}
+			if a == 1 {
+				call.PathCalls = uint32(attempts)
+			}
 			if r == 1 && a == 1 {
 				// The first attempt timed out at the caller's 300 ms while
 				// the database took 900 ms: the edge's latency is the 900.
