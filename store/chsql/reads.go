@@ -456,8 +456,8 @@ func (s *Store) Edges(ctx context.Context, w store.Window, limit int) ([]store.E
 		" quantile(0.5)(timeout_ms), quantiles(0.5, 0.99)(if(callee_duration_ns > 0, callee_duration_ns, duration_ns) / 1000000)," +
 		" quantile(0.5)(inferred_timeout_ms), quantileIf(0.5)(inference_confidence, isNotNull(inferred_timeout_ms))" +
 		" FROM " + s.latestHops("caller_service, caller_operation, callee_service, callee_operation, attempt, timeout_ms,"+
-			" callee_duration_ns, duration_ns, inferred_timeout_ms, inference_confidence",
-			"kind IN (3, 4) AND start_ns >= {since:UInt64} AND start_ns <= {until:UInt64}") +
+		" callee_duration_ns, duration_ns, inferred_timeout_ms, inference_confidence",
+		"kind IN (3, 4) AND start_ns >= {since:UInt64} AND start_ns <= {until:UInt64}") +
 		" GROUP BY caller_service, caller_operation, callee_service, callee_operation" +
 		" ORDER BY count() DESC, caller_service, caller_operation, callee_service, callee_operation LIMIT " + strconv.Itoa(clampLimit(limit, 10_000))
 	var out []store.EdgeStats
