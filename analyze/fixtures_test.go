@@ -202,7 +202,7 @@ func fixtures() []fixture {
 				sp{id: 2, parent: 1, svc: "order", name: "GET", kind: client, start: 10, end: 710, attrs: attrs(peerSvc("stock"), tmo(700), timedOut())},
 				sp{id: 3, parent: 1, svc: "order", name: "GET", kind: client, start: 750, end: 850, attrs: attrs(peerSvc("stock"), tmo(240))})...)
 		}},
-		{"no_budget_attributes", "a chain with no budget attribute at all: only timing-based findings", func() []schema.Span {
+		{"no_budget_attributes", "a chain that records timeouts but no budget: timing-based findings, and the db call's 30 s timeout inverted under the gateway's 1 s (an inferred deadline)", func() []schema.Span {
 			return build(901,
 				sp{id: 1, svc: "gateway", name: "GET /checkout", kind: server, start: 0, end: 1200},
 				sp{id: 2, parent: 1, svc: "gateway", name: "POST /order", kind: client, start: 100, end: 1100, attrs: attrs(tmo(1000), timedOut(), peerSvc("order"))},
