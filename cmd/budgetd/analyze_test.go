@@ -12,8 +12,6 @@ import (
 
 	"github.com/budgetd/budgetd/analyze"
 	"github.com/budgetd/budgetd/ingest"
-	"github.com/budgetd/budgetd/store/clickhouse"
-	"github.com/budgetd/budgetd/store/clickhouse/clickhousetest"
 )
 
 func fixture(name string) string { return filepath.Join("..", "..", "fixtures", name) }
@@ -75,13 +73,8 @@ func TestAnalyzeTableAndErrors(t *testing.T) {
 // TestAnalyzeFromStore stores a fixture's spans in a ClickHouse server and
 // analyses them back with --from-store: the same findings as from the file.
 func TestAnalyzeFromStore(t *testing.T) {
-	srv := clickhousetest.Start(t)
+	srv, st := openClickHouse(t, "analyzetest")
 	ctx := context.Background()
-	cfg := clickhouse.DefaultConfig()
-	cfg.DSN = srv.DSN("analyzetest")
-	st, err := clickhouse.Open(ctx, cfg)
-	require.NoError(t, err)
-	defer st.Close()
 	conv, err := ingest.NewConverter(ingest.DefaultLimits())
 	require.NoError(t, err)
 	spans, err := ingest.ReadSpansFile(fixture("seed000_independent_timeouts.json"), conv)
@@ -89,7 +82,7 @@ func TestAnalyzeFromStore(t *testing.T) {
 	require.NoError(t, st.WriteSpans(ctx, "fixture", spans))
 
 	first := time.Unix(0, int64(spans[0].StartNs)).UTC()
-	args := []string{"analyze", "--from-store", "--store.engine", "clickhouse", "--store.clickhouse.dsn", cfg.DSN,
+	args := []string{"analyze", "--from-store", "--store.engine", "clickhouse", "--store.clickhouse.dsn", srv.DSN("analyzetest"),
 		"--since", first.Add(-time.Hour).Format(time.RFC3339), "--until", first.Add(time.Hour).Format(time.RFC3339),
 		"--output", "json", "--now", "2025-03-01T12:00:00Z"}
 	out, _, err := runCmd(t, args...)

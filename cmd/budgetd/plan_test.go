@@ -11,8 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/budgetd/budgetd/plan/plantest"
-	"github.com/budgetd/budgetd/store/clickhouse"
-	"github.com/budgetd/budgetd/store/clickhouse/clickhousetest"
 )
 
 func example(name string) string { return filepath.Join("..", "..", "docs", "examples", name) }
@@ -87,18 +85,13 @@ func TestPlanCommand(t *testing.T) {
 // server (Debian's 18.16, so the SQL is checked on the oldest engine budgetd
 // supports; the plan package tests it on chDB).
 func TestPlanFromStoreCommand(t *testing.T) {
-	srv := clickhousetest.Start(t)
+	srv, st := openClickHouse(t, "plantest")
 	ctx := context.Background()
-	cfg := clickhouse.DefaultConfig()
-	cfg.DSN = srv.DSN("plantest")
-	st, err := clickhouse.Open(ctx, cfg)
-	require.NoError(t, err)
-	defer st.Close()
 	start := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 	require.NoError(t, st.WriteHops(ctx, "checkout", plantest.CheckoutHops(start)))
 
 	storeArgs := func(extra ...string) []string {
-		return append([]string{"plan", "--from-store", "--store.engine", "clickhouse", "--store.clickhouse.dsn", cfg.DSN,
+		return append([]string{"plan", "--from-store", "--store.engine", "clickhouse", "--store.clickhouse.dsn", srv.DSN("plantest"),
 			"--since", start.Format(time.RFC3339), "--until", start.Add(time.Minute).Format(time.RFC3339), "--output", "json"}, extra...)
 	}
 	path := plantest.Path(plantest.Web, plantest.Order, plantest.Inventory)

@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/budgetd/budgetd/proctest"
+	"github.com/budgetd/budgetd/store/chsql"
+	"github.com/budgetd/budgetd/store/clickhouse"
 	"github.com/budgetd/budgetd/store/clickhouse/clickhousetest"
 )
 
@@ -96,55 +98,58 @@ func TestServeWithoutLibchdb(t *testing.T) {
 	require.NotContains(t, err.Error(), "\n", "one line")
 
 	srv := clickhousetest.Start(t)
+	sv := startServe(t, func(log string) bool { return strings.Contains(log, "store ready") },
+		"--store.engine", "clickhouse", "--store.clickhouse.dsn", srv.DSN("cmdtest"))
+	require.NoError(t, sv.stop(), "serve stops cleanly when its context ends")
+}
+
+// serving is a `budgetd serve` running in the test's process.
+type serving struct {
+	cancel context.CancelFunc
+	done   chan error
+	log    *proctest.Output
+}
+
+// startServe runs `budgetd serve` with args on free loopback ports and
+// waits until its log satisfies ready; it fails the test when serve exits
+// first or is not ready within a minute.
+func startServe(t *testing.T, ready func(log string) bool, args ...string) *serving {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var out, errOut proctest.Output
-	done := make(chan error, 1)
+	t.Cleanup(cancel)
+	sv := &serving{cancel: cancel, done: make(chan error, 1), log: &proctest.Output{}}
+	var out proctest.Output
 	go func() {
-		done <- run(ctx, append([]string{"serve", "--store.engine", "clickhouse", "--store.clickhouse.dsn", srv.DSN("cmdtest")}, localListeners(t)...), &out, &errOut)
+		sv.done <- run(ctx, append(append([]string{"serve"}, args...), localListeners(t)...), &out, sv.log)
 	}()
 	deadline := time.After(time.Minute)
-	for !strings.Contains(errOut.String(), "store ready") {
+	for !ready(sv.log.String()) {
 		select {
-		case err := <-done:
-			t.Fatalf("serve exited early: %v\n%s", err, errOut.String())
+		case err := <-sv.done:
+			t.Fatalf("serve exited early: %v\n%s", err, sv.log.String())
 		case <-deadline:
-			t.Fatalf("serve did not become ready:\n%s", errOut.String())
+			t.Fatalf("serve did not become ready:\n%s", sv.log.String())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	cancel()
-	require.NoError(t, <-done, "serve stops cleanly when its context ends")
+	return sv
+}
+
+// stop ends serve and returns how it exited.
+func (sv *serving) stop() error {
+	sv.cancel()
+	return <-sv.done
 }
 
 // TestServeDemo starts serve --demo and reads the demo's findings back
 // through the running API, as a new user would with curl.
 func TestServeDemo(t *testing.T) {
 	srv := clickhousetest.Start(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var out, errOut proctest.Output
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, append([]string{"serve", "--demo", "--store.engine", "clickhouse", "--store.clickhouse.dsn", srv.DSN("demotest")},
-			localListeners(t)...), &out, &errOut)
-	}()
-	addr := ""
-	deadline := time.After(time.Minute)
-	for addr == "" {
-		logged := errOut.String()
-		if _, rest, ok := strings.Cut(logged, `msg="api listening" addr=`); ok && strings.Contains(logged, "demo scenarios loaded") {
-			addr = strings.Fields(rest)[0]
-			break
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("serve exited early: %v\n%s", err, errOut.String())
-		case <-deadline:
-			t.Fatalf("serve did not start:\n%s", errOut.String())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	sv := startServe(t, func(log string) bool {
+		return strings.Contains(log, `msg="api listening" addr=`) && strings.Contains(log, "demo scenarios loaded")
+	}, "--demo", "--store.engine", "clickhouse", "--store.clickhouse.dsn", srv.DSN("demotest"))
+	_, rest, _ := strings.Cut(sv.log.String(), `msg="api listening" addr=`)
+	addr := strings.Fields(rest)[0]
 	resp, err := http.Get("http://" + addr + "/api/v1/summary")
 	require.NoError(t, err)
 	defer resp.Body.Close()
@@ -157,8 +162,20 @@ func TestServeDemo(t *testing.T) {
 	for _, k := range []string{"orphaned_work", "retry_amplification", "timeout_inversion", "latency_inversion"} {
 		require.Positive(t, sum.FindingsByKind[k], "the demo shows %s", k)
 	}
-	cancel()
-	require.NoError(t, <-done)
+	require.NoError(t, sv.stop())
+}
+
+// openClickHouse starts a ClickHouse server for the test and opens
+// database db on it; the store is closed when the test ends.
+func openClickHouse(t *testing.T, db string) (*clickhousetest.Server, *chsql.Store) {
+	t.Helper()
+	srv := clickhousetest.Start(t)
+	cfg := clickhouse.DefaultConfig()
+	cfg.DSN = srv.DSN(db)
+	st, err := clickhouse.Open(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	return srv, st
 }
 
 // localListeners are serve flags that keep a test's server on free loopback

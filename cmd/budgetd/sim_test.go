@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -12,15 +11,12 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/budgetd/budgetd/proctest"
 )
 
+// runSim runs `budgetd sim` with args.
 func runSim(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
-	var out, errOut proctest.Output
-	err = simCmd(context.Background(), args, &out, &errOut)
-	return out.String(), errOut.String(), err
+	return runCmd(t, append([]string{"sim"}, args...)...)
 }
 
 func TestSimCommandLine(t *testing.T) {
