@@ -183,17 +183,18 @@ func (a *waitAgg) merge(o *waitAgg) {
 type Estimate struct {
 	// Ms is the estimated timeout: the median of the densest cluster of
 	// timed-out durations.
-	Ms float64
+	Ms float64 `json:"ms"`
 	// Samples is the number of timed-out calls in that cluster; TimedOut
 	// the number of timed-out calls in all.
-	Samples, TimedOut uint64
+	Samples  uint64 `json:"samples"`
+	TimedOut uint64 `json:"timed_out"`
 	// Confidence, from 0 to 1, is agreement × support: agreement is the
 	// share of the evidence that fits the estimate, Samples over TimedOut
 	// plus the answered calls that waited longer than the estimate (a
 	// caller that waited longer has no such timeout, or not always);
 	// support is Samples / (Samples + 2), so a handful of samples is never
 	// certain.
-	Confidence float64
+	Confidence float64 `json:"confidence"`
 }
 
 // estimate infers the timeout from the aggregate, tolMs wide at least.
