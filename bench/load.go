@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"sort"
 	"sync"
@@ -9,20 +10,61 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/budgetd/budgetd/ingest/ingesttest"
 )
 
+// Load is the pre-built OTLP export requests a run sends.
+type Load struct {
+	reqs  []ptraceotlp.ExportRequest
+	masks []uint64 // what request i's trace ids are XORed with now (bytes 8–15)
+	round atomic.Uint64
+}
+
 // Requests pre-builds n OTLP export requests of spansPer spans each, all with
-// distinct ids, so generating load costs the harness nothing while it runs.
-func Requests(n, spansPer int) []ptraceotlp.ExportRequest {
-	out := make([]ptraceotlp.ExportRequest, n)
-	for i := range out {
-		out[i] = ptraceotlp.NewExportRequestFromTraces(ingesttest.Spans(int64(i+1), spansPer))
+// distinct ids, so generating load costs the harness little while it runs.
+func Requests(n, spansPer int) *Load {
+	l := &Load{reqs: make([]ptraceotlp.ExportRequest, n), masks: make([]uint64, n)}
+	for i := range l.reqs {
+		l.reqs[i] = ptraceotlp.NewExportRequestFromTraces(ingesttest.Spans(int64(i+1), spansPer))
 	}
-	return out
+	return l
+}
+
+// renew gives request i's traces ids no earlier send used, so a reused
+// request carries new traces rather than more spans of old ones: budgetd
+// would otherwise keep every trace open (its spans keep arriving) and hold
+// the whole run in memory, which no real traffic does. Only the sender that
+// owns request i may call it.
+func (l *Load) renew(i int) {
+	mask := splitmix(l.round.Add(1))
+	delta := mask ^ l.masks[i]
+	l.masks[i] = mask
+	rss := l.reqs[i].Traces().ResourceSpans()
+	for r := range rss.Len() {
+		sss := rss.At(r).ScopeSpans()
+		for s := range sss.Len() {
+			spans := sss.At(s).Spans()
+			for k := range spans.Len() {
+				sp := spans.At(k)
+				id := sp.TraceID()
+				binary.LittleEndian.PutUint64(id[8:], binary.LittleEndian.Uint64(id[8:])^delta)
+				sp.SetTraceID(id)
+			}
+		}
+	}
+}
+
+// splitmix spreads a counter over 64 bits (SplitMix64's finaliser).
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
 }
 
 // Result is what one load run measured at the client.
@@ -36,11 +78,16 @@ type Result struct {
 // SpansPerSecond is the sustained acknowledged throughput.
 func (r Result) SpansPerSecond() float64 { return float64(r.Spans) / r.Elapsed.Seconds() }
 
-// Drive sends requests round-robin from clients concurrent senders to the
+// Drive sends the load's requests from clients concurrent senders to the
 // OTLP/gRPC endpoint for warmup+duration and measures the duration part.
 // Each sender waits for its acknowledgement before sending again, as a
-// Collector's exporter queue does with a fixed number of consumers.
-func Drive(ctx context.Context, endpoint string, reqs []ptraceotlp.ExportRequest, spansPer, clients int, warmup, duration time.Duration) (Result, error) {
+// Collector's exporter queue does with a fixed number of consumers, and
+// sends requests of its own (request i belongs to sender i mod clients),
+// giving their traces new ids before each send (retries aside).
+func Drive(ctx context.Context, endpoint string, load *Load, spansPer, clients int, warmup, duration time.Duration) (Result, error) {
+	if len(load.reqs) < clients {
+		return Result{}, fmt.Errorf("%d requests for %d senders: each sender needs its own", len(load.reqs), clients)
+	}
 	conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return Result{}, fmt.Errorf("dial %s: %w", endpoint, err)
@@ -50,7 +97,6 @@ func Drive(ctx context.Context, endpoint string, reqs []ptraceotlp.ExportRequest
 
 	var measuring atomic.Bool
 	var spans, refused atomic.Int64
-	var next atomic.Int64
 	lat := make([][]time.Duration, clients)
 	start := time.Now()
 	stop := start.Add(warmup + duration)
@@ -63,18 +109,34 @@ func Drive(ctx context.Context, endpoint string, reqs []ptraceotlp.ExportRequest
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			i, retry := c, false
 			for time.Now().Before(stop) && ctx.Err() == nil {
-				req := reqs[int(next.Add(1))%len(reqs)]
+				if !retry {
+					load.renew(i)
+				}
+				req := load.reqs[i]
 				rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 				t0 := time.Now()
 				_, err := client.Export(rctx, req)
 				took := time.Since(t0)
 				cancel()
-				if !measuring.Load() {
+				if err != nil {
+					if measuring.Load() {
+						refused.Add(1)
+					}
+					// A Collector's exporter waits out the delay the
+					// receiver asked for before it retries; a client that
+					// did not would spend the target's CPU on refusals.
+					if !sleepCtx(ctx, retryDelay(err), stop) {
+						return
+					}
+					retry = true // the same spans, as an exporter retries them
 					continue
 				}
-				if err != nil {
-					refused.Add(1)
+				if i, retry = i+clients, false; i >= len(load.reqs) {
+					i = c
+				}
+				if !measuring.Load() {
 					continue
 				}
 				spans.Add(int64(spansPer))
@@ -93,4 +155,30 @@ func Drive(ctx context.Context, endpoint string, reqs []ptraceotlp.ExportRequest
 		r.P50, r.P99 = all[len(all)/2], all[min(len(all)-1, len(all)*99/100)]
 	}
 	return r, nil
+}
+
+// retryDelay is the delay a refused export was told to wait (gRPC
+// RetryInfo), one second when it names none.
+func retryDelay(err error) time.Duration {
+	for _, d := range status.Convert(err).Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok && ri.GetRetryDelay() != nil {
+			return ri.GetRetryDelay().AsDuration()
+		}
+	}
+	return time.Second
+}
+
+// sleepCtx waits d, cut short at stop; false when ctx ended.
+func sleepCtx(ctx context.Context, d time.Duration, stop time.Time) bool {
+	if until := time.Until(stop); d > until {
+		d = max(until, 0)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }

@@ -2,8 +2,12 @@ package bench
 
 import (
 	"bufio"
+	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -55,4 +59,58 @@ func PeakRSS(pid int) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("read peak rss: no VmHWM in /proc/%d/status", pid)
+}
+
+// SaveProfile fetches one of Go's profiles from budgetd's API (which must
+// run with api.pprof on) into path: name is what follows /debug/pprof/.
+func SaveProfile(ctx context.Context, api, name, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+api+"/debug/pprof/"+name, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("profile %s: %w", name, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("profile %s: %s", name, resp.Status)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return fmt.Errorf("profile %s: %w", name, err)
+	}
+	return f.Close()
+}
+
+// StoredSpans reads budgetd_wal_stored_spans_total, the spans budgetd's
+// drainer has written to its store, from budgetd's /metrics.
+func StoredSpans(ctx context.Context, api string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+api+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("read stored spans: %w", err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "budgetd_wal_stored_spans_total "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("read stored spans: %w", err)
+	}
+	return 0, fmt.Errorf("read stored spans: no budgetd_wal_stored_spans_total in %s/metrics", api)
 }

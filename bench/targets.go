@@ -17,6 +17,8 @@ import (
 type Target struct {
 	Name     string
 	Endpoint string
+	// API is budgetd's REST API address; empty for the Collector.
+	API      string
 	procs    []*exec.Cmd
 	extraPID func() int // a process started elsewhere (the ClickHouse server)
 	stop     func() error
@@ -150,7 +152,7 @@ func StartBudgetd(ctx context.Context, binary, dir, name string, storeFlags ...s
 	if err != nil {
 		return nil, err
 	}
-	return &Target{Name: name, Endpoint: endpoint, procs: []*exec.Cmd{cmd}}, nil
+	return &Target{Name: name, Endpoint: endpoint, API: "127.0.0.1:" + strconv.Itoa(apiPort), procs: []*exec.Cmd{cmd}}, nil
 }
 
 // SetExtra adds a process started elsewhere (a ClickHouse server) to the

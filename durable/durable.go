@@ -77,7 +77,10 @@ type Durable struct {
 	counts Counters
 }
 
-var _ ingest.Durability = (*Durable)(nil)
+var (
+	_ ingest.Durability = (*Durable)(nil)
+	_ ingest.Admitter   = (*Durable)(nil)
+)
 
 // Counters count what the drainer did.
 type Counters struct {
@@ -166,13 +169,27 @@ func (d *Durable) register(reg prometheus.Registerer) error {
 	return nil
 }
 
+// Admits implements ingest.Admitter. A log record takes more bytes than the
+// protobuf the spans came in (resource attributes are copied into every
+// span; realistic requests make records 1.8 times their protobuf size), so a
+// request whose protobuf alone does not fit in the log's room would be
+// refused by Commit after decoding.
+func (d *Durable) Admits(protoBytes int) bool { return d.wal.Fits(protoBytes) }
+
+var recordBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
 // Commit implements ingest.Durability: it returns once spans are fsynced in
 // the log. A full log is ErrOverloaded, which ingest answers with 503.
 func (d *Durable) Commit(ctx context.Context, spans []schema.Span) error {
 	if len(spans) == 0 {
 		return nil
 	}
-	_, err := d.wal.Append(ctx, schema.AppendSpans(nil, spans))
+	// Records are about 1 KB per span; a pooled buffer spares growing one
+	// from nothing for every request. Append is done with it on return.
+	buf := recordBuffers.Get().(*[]byte)
+	*buf = schema.AppendSpans((*buf)[:0], spans)
+	_, err := d.wal.Append(ctx, *buf)
+	recordBuffers.Put(buf)
 	switch {
 	case errors.Is(err, wal.ErrFull):
 		return fmt.Errorf("%w: %w", ingest.ErrOverloaded, err)

@@ -1,17 +1,26 @@
 package durable
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/budgetd/budgetd/ingest"
+	"github.com/budgetd/budgetd/ingest/ingesttest"
 	"github.com/budgetd/budgetd/schema"
 	"github.com/budgetd/budgetd/store/chsql"
 	"github.com/budgetd/budgetd/store/clickhouse"
@@ -189,19 +198,31 @@ func TestPendingBatchRebuiltWithSameToken(t *testing.T) {
 	require.EqualValues(t, 300, rows(t, st), "the replayed batch was deduplicated")
 }
 
-func TestFullLogRefuses(t *testing.T) {
+// fullLog returns a Durable whose log is full: its store is a ClickHouse
+// server that was stopped, so nothing drains. The Durable is shut down when
+// the test ends unless the test shuts it down itself (through ingest).
+func fullLog(t *testing.T, shutdownAtEnd bool) *Durable {
+	t.Helper()
 	srv := clickhousetest.Start(t)
 	cfg := clickhouse.DefaultConfig()
 	cfg.DSN = srv.DSN("durablefull")
 	st, err := clickhouse.Open(context.Background(), cfg)
 	require.NoError(t, err)
-	defer st.Close()
+	t.Cleanup(func() { st.Close() })
 	require.NoError(t, srv.Stop())
 
 	c := testConfig(t.TempDir())
 	c.MaxBytes = 1 << 20
 	d, err := Open(c, Settings{Store: st})
 	require.NoError(t, err)
+	if shutdownAtEnd {
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			_ = d.Shutdown(ctx) // cannot drain: the store is gone
+		})
+	}
+	require.True(t, d.Admits(1000), "an empty log admits a small request")
 	var full error
 	for _, b := range spanBatches(5, 200, 50) {
 		if err := d.Commit(context.Background(), b); err != nil {
@@ -211,7 +232,72 @@ func TestFullLogRefuses(t *testing.T) {
 	}
 	require.ErrorIs(t, full, ingest.ErrOverloaded, "a full log answers 503, it does not drop")
 	require.ErrorIs(t, full, wal.ErrFull)
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	return d
+}
+
+func TestFullLogRefuses(t *testing.T) {
+	d := fullLog(t, true)
+	require.False(t, d.Admits(64<<10), "a full log admits no request as large as a refused record")
+}
+
+// TestFullLogShedsUndecoded checks that ingest refuses requests a full log
+// cannot take before decoding them: a body that is not even protobuf gets
+// 503, not 400, and the refusals are counted as shed requests.
+func TestFullLogShedsUndecoded(t *testing.T) {
+	d := fullLog(t, false) // the ingest server shuts it down
+	reg := prometheus.NewRegistry()
+	cfg := ingest.DefaultConfig()
+	cfg.GRPC.Endpoint, cfg.HTTP.Endpoint = "127.0.0.1:0", "127.0.0.1:0"
+	s, err := ingest.New(cfg, ingest.Settings{Durability: d, Registerer: reg})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_ = d.Shutdown(ctx)
+	require.NoError(t, s.Start(ctx))
+	defer func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer scancel()
+		_ = s.Shutdown(sctx) // the log cannot drain: the store is gone
+	}()
+	grpcAddr, httpAddr := s.Addrs()
+
+	garbage := bytes.Repeat([]byte{0xff}, 2<<20) // larger than the whole log
+	resp, err := http.Post("http://"+httpAddr.String()+"/v1/traces", "application/x-protobuf", bytes.NewReader(garbage))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "refused before decoding, so not a 400")
+	require.Equal(t, "1", resp.Header.Get("Retry-After"))
+
+	conn, err := grpc.NewClient(grpcAddr.String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	req := ptraceotlp.NewExportRequestFromTraces(ingesttest.Spans(1, 2000))
+	_, err = ptraceotlp.NewGRPCClient(conn).Export(ctx, req)
+	require.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
+
+	for _, tr := range []string{"grpc", "http"} {
+		require.Equal(t, 1.0, counterValue(t, reg, "budgetd_ingest_requests_shed_total", "transport", tr), tr)
+	}
+	require.Equal(t, 0.0, counterValue(t, reg, "budgetd_ingest_spans_received_total", "transport", "grpc"),
+		"a shed request is not decoded")
+}
+
+// counterValue returns the value of the counter series name{label="value"}.
+func counterValue(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == label && lp.GetValue() == value {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no series %s{%s=%q}", name, label, value)
+	return 0
 }

@@ -36,6 +36,18 @@ type Durability interface {
 	Shutdown(ctx context.Context) error
 }
 
+// Admitter is implemented by a Durability that can tell, before a request
+// is decoded, that it could not take the request's spans. The handlers then
+// refuse the request as overloaded without spending CPU on decoding it: under
+// overload, senders retry, and decoding requests that are refused anyway
+// takes the CPU the store needs to catch up.
+type Admitter interface {
+	// Admits reports whether spans decoded from a protobuf request of
+	// protoBytes bytes may fit. False should mean Commit would refuse them;
+	// a wrong false costs the sender a retry, never data.
+	Admits(protoBytes int) bool
+}
+
 // ErrOverloaded is returned by Commit when the spans do not fit in the
 // queue. It is momentary: the handlers answer 503 / UNAVAILABLE with a
 // retry delay.

@@ -164,6 +164,27 @@ func refusedReason(err error) string {
 // hand them to analysis, and build the response, with partial_success when
 // spans were rejected. It returns an error only when nothing was stored
 // and the sender should retry.
+// admit refuses, before it is decoded, a request the Durability says it
+// could not take (see Admitter).
+func (s *Server) admit(protoBytes int, transport string) error {
+	a, ok := s.dur.(Admitter)
+	if !ok || a.Admits(protoBytes) {
+		return nil
+	}
+	s.m.requestsShed.WithLabelValues(transport).Inc()
+	s.warnOverloaded(transport)
+	return fail(outcomeOverloaded, fmt.Errorf("%w: no room for a %d-byte request", ErrOverloaded, protoBytes))
+}
+
+// warnOverloaded logs, at most once per throttle period, that requests are
+// being refused.
+func (s *Server) warnOverloaded(transport string) {
+	if ok, suppressed := s.throttle.allow("overloaded", time.Now()); ok {
+		s.log.Warn("ingest queue full, refusing requests until the store catches up",
+			"transport", transport, "suppressed_lines", suppressed)
+	}
+}
+
 func (s *Server) export(ctx context.Context, td ptrace.Traces, transport string) (ptraceotlp.ExportResponse, outcome, error) {
 	received := td.SpanCount()
 	res := s.conv.Convert(td)
@@ -174,10 +195,7 @@ func (s *Server) export(ctx context.Context, td ptrace.Traces, transport string)
 			reason := refusedReason(err)
 			s.m.spansRefused.WithLabelValues(reason).Add(float64(len(res.Spans)))
 			if reason == refusedOverloaded {
-				if ok, suppressed := s.throttle.allow("overloaded", time.Now()); ok {
-					s.log.Warn("ingest queue full, refusing requests until the store catches up",
-						"transport", transport, "suppressed_lines", suppressed)
-				}
+				s.warnOverloaded(transport)
 			}
 			return ptraceotlp.ExportResponse{}, outcomeOf(err), fmt.Errorf("commit %d spans: %w", len(res.Spans), err)
 		}

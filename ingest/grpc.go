@@ -109,6 +109,10 @@ func (s *Server) exportGRPCRequest(ctx context.Context, dec func(any) error) (*r
 	}
 	data := in.bytes()
 	s.m.requestBytes.WithLabelValues(transportGRPC, "decoded").Add(float64(len(data)))
+	if err := s.admit(len(data), transportGRPC); err != nil {
+		in.free()
+		return nil, outcomeOverloaded, s.grpcError(err)
+	}
 	req := ptraceotlp.NewExportRequest()
 	err := req.UnmarshalProto(data)
 	// pdata copies what it keeps, so gRPC's buffer can go back now.

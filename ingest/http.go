@@ -181,6 +181,13 @@ func (s *Server) readHTTPRequest(w http.ResponseWriter, r *http.Request, enc bod
 			fmt.Errorf("request body is over the limit of %d bytes after decompression", limit))
 	}
 	s.m.requestBytes.WithLabelValues(transportHTTP, "decoded").Add(float64(buf.Len()))
+	protoBytes := buf.Len()
+	if enc == encodingJSON {
+		protoBytes /= 2 // OTLP/JSON is at least twice its protobuf: hex ids, names of fields
+	}
+	if err := s.admit(protoBytes, transportHTTP); err != nil {
+		return ptrace.Traces{}, err
+	}
 	return decodeHTTPBody(buf.Bytes(), enc)
 }
 

@@ -44,6 +44,7 @@ type serverMetrics struct {
 	spansAccepted   *prometheus.CounterVec   // transport
 	spansRejected   *prometheus.CounterVec   // reason: zero_trace_id, zero_span_id, end_before_start
 	spansRefused    *prometheus.CounterVec   // reason: overloaded, unavailable, shutdown, canceled
+	requestsShed    *prometheus.CounterVec   // transport
 	requestBytes    *prometheus.CounterVec   // transport, form: wire, decoded
 	requestDuration *prometheus.HistogramVec // transport, outcome (see outcome.String)
 	valuesTruncated prometheus.Counter
@@ -69,6 +70,10 @@ func newServerMetrics(reg prometheus.Registerer) (*serverMetrics, error) {
 			Namespace: metricNamespace, Subsystem: metricSubsystem, Name: "spans_refused_total",
 			Help: "Valid spans not stored because the request was refused with a retryable status, by reason.",
 		}, []string{"reason"}),
+		requestsShed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metricNamespace, Subsystem: metricSubsystem, Name: "requests_shed_total",
+			Help: "Requests refused as overloaded before decoding, because the write-ahead log had no room for them (their spans are not in spans_refused_total: they were never counted).",
+		}, []string{"transport"}),
 		requestBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: metricNamespace, Subsystem: metricSubsystem, Name: "request_bytes_total",
 			Help: "OTLP request body bytes as received (form=wire, compressed when the sender compressed) and after decompression (form=decoded).",
@@ -96,6 +101,7 @@ func newServerMetrics(reg prometheus.Registerer) (*serverMetrics, error) {
 	for _, tr := range []string{transportGRPC, transportHTTP} {
 		m.spansReceived.WithLabelValues(tr)
 		m.spansAccepted.WithLabelValues(tr)
+		m.requestsShed.WithLabelValues(tr)
 		m.requestBytes.WithLabelValues(tr, "wire")
 		m.requestBytes.WithLabelValues(tr, "decoded")
 	}
@@ -108,7 +114,7 @@ func newServerMetrics(reg prometheus.Registerer) (*serverMetrics, error) {
 	for _, it := range []string{"attributes", "events", "links"} {
 		m.dropped.WithLabelValues(it)
 	}
-	err := register(reg, m.spansReceived, m.spansAccepted, m.spansRejected, m.spansRefused,
+	err := register(reg, m.spansReceived, m.spansAccepted, m.spansRejected, m.spansRefused, m.requestsShed,
 		m.requestBytes, m.requestDuration, m.valuesTruncated, m.stringsRepaired, m.dropped)
 	if err != nil {
 		return nil, err

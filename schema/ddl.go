@@ -23,6 +23,7 @@ type Features struct {
 	SkipIndexes    bool // data-skipping indexes (bloom filter on trace_id)
 	DedupToken     bool // insert_deduplication_token on plain MergeTree
 	OtelView       bool // the otel_traces-compatible view (Map, DateTime64)
+	CompactParts   bool // min_bytes_for_wide_part: inserts as compact parts
 }
 
 // FeaturesFor returns what a server of the given version ("18.16.1",
@@ -46,6 +47,7 @@ func FeaturesFor(version string) (Features, error) {
 		SkipIndexes:    atLeast(20, 1),
 		DedupToken:     atLeast(22, 2),
 		OtelView:       atLeast(23, 3),
+		CompactParts:   atLeast(20, 3),
 	}, nil
 }
 
@@ -92,13 +94,14 @@ func Migrations(p DDLParams) ([]Migration, error) {
 		},
 	}
 	data := struct {
-		DB          string
-		TTLDays     int
-		SkipIndexes bool
-		DedupToken  bool
-		OtelView    bool
-		Codecs      bool
-	}{p.Database, 0, f.SkipIndexes, f.DedupToken, f.OtelView, f.Codecs}
+		DB           string
+		TTLDays      int
+		SkipIndexes  bool
+		DedupToken   bool
+		OtelView     bool
+		Codecs       bool
+		CompactParts bool
+	}{p.Database, 0, f.SkipIndexes, f.DedupToken, f.OtelView, f.Codecs, f.CompactParts}
 	if f.TTL {
 		data.TTLDays = p.TTLDays
 	}

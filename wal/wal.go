@@ -447,6 +447,14 @@ func (w *WAL) Committed() Position {
 	return w.committed
 }
 
+// Fits reports whether a record of n payload bytes would be taken by Append
+// now rather than refused with ErrFull.
+func (w *WAL) Fits(n int) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.bytes+int64(n+headerSize) <= w.cfg.MaxBytes
+}
+
 // Stats returns a snapshot of the log's counters.
 func (w *WAL) Stats() Stats {
 	w.mu.Lock()

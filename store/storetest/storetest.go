@@ -588,13 +588,22 @@ func testOutage(t *testing.T, h Harness) {
 }
 
 // testExtras checks the version-gated parts of the schema: on a current
-// server the otel_traces view answers with the Collector exporter's column
+// server inserts make compact parts and the otel_traces view answers with the Collector exporter's column
 // names; on an old one the view is absent and the core still works.
 func testExtras(t *testing.T, h Harness) {
 	s, db := open(t, h)
 	ctx := ctxT(t)
 	rich := richSpan()
 	require.NoError(t, s.WriteSpans(ctx, "extras", []schema.Span{rich}))
+	// Inserts write compact parts where the engine has them (migration 0012).
+	if s.Features().CompactParts {
+		for _, table := range []string{"spans", "trace_index", "hops", "findings"} {
+			var engine string
+			require.NoError(t, queryOne(ctx, s, "SELECT engine_full FROM system.tables WHERE database = {db:String} AND name = {t:String}",
+				chsql.Params{chsql.P("db", db), chsql.P("t", table)}, &engine))
+			require.Contains(t, engine, "min_bytes_for_wide_part = 268435456", table)
+		}
+	}
 	var exists uint8
 	require.NoError(t, queryOne(ctx, s, "SELECT toUInt8(count()) FROM system.tables WHERE database = {db:String} AND name = 'otel_traces'",
 		chsql.Params{chsql.P("db", db)}, &exists))

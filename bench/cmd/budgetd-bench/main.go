@@ -20,8 +20,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
-
 	"github.com/budgetd/budgetd/bench"
 	"github.com/budgetd/budgetd/store/chsql"
 	"github.com/budgetd/budgetd/store/clickhouse"
@@ -44,6 +42,7 @@ type row struct {
 	res    bench.Result
 	cpu    time.Duration
 	rssMiB float64
+	stored float64 // spans budgetd stored in the measured window; -1 for the Collector
 	note   string
 }
 
@@ -57,6 +56,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	targets := fs.String("targets", "collector,embedded,clickhouse", "comma-separated targets to load")
 	budgetdBin := fs.String("budgetd", "bin/budgetd", "budgetd `binary`")
 	otelcolBin := fs.String("otelcol", ".cache/otelcol/otelcol-budgetd", "Collector `binary` (make test-setup builds it)")
+	profile := fs.String("profile", "", "write each budgetd target's CPU profile of the measured window and its heap profile at the end into this `directory`")
 	querySpans := fs.Int("query-spans", 0, "instead of loading: fill each store engine with this many `spans` and time the API's queries")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -79,7 +79,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	defer os.RemoveAll(work)
 
 	fmt.Fprintf(out, "building %d requests of %d spans...\n", *distinct, *spansPer)
-	reqs := bench.Requests(*distinct, *spansPer)
+	load := bench.Requests(*distinct, *spansPer)
 
 	var rows []row
 	for _, name := range strings.Split(*targets, ",") {
@@ -88,18 +88,22 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			return err
 		}
 		var t *bench.Target
+		var extra []string
+		if *profile != "" {
+			extra = []string{"--api.pprof", "true"}
+		}
 		switch name {
 		case "collector":
 			t, err = bench.StartCollector(ctx, *otelcolBin, dir)
 		case "embedded":
-			t, err = bench.StartBudgetd(ctx, *budgetdBin, dir, "budgetd embedded")
+			t, err = bench.StartBudgetd(ctx, *budgetdBin, dir, "budgetd embedded", extra...)
 		case "clickhouse":
 			srv, serr := clickhousetest.StartIn(filepath.Join(dir, "clickhouse"))
 			if serr != nil {
 				return serr
 			}
 			t, err = bench.StartBudgetd(ctx, *budgetdBin, dir, "budgetd clickhouse-server 18.16",
-				"--store.engine", "clickhouse", "--store.clickhouse.dsn", srv.DSN("budgetd"))
+				append(extra, "--store.engine", "clickhouse", "--store.clickhouse.dsn", srv.DSN("budgetd"))...)
 			if err == nil {
 				t.SetExtra(srv.PID, srv.Stop)
 			} else {
@@ -112,7 +116,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			return err
 		}
 		fmt.Fprintf(out, "loading %s for %s...\n", t.Name, *warmup+*duration)
-		r, err := measure(ctx, t, reqs, *spansPer, *clients, *warmup, *duration)
+		var prof string
+		if *profile != "" && t.API != "" {
+			prof = filepath.Join(*profile, name)
+		}
+		r, err := measure(ctx, t, load, *spansPer, *clients, *warmup, *duration, prof)
 		if serr := t.Stop(); err == nil {
 			err = serr
 		}
@@ -126,20 +134,44 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 }
 
 // measure warms the target up, then drives it for duration while reading
-// its processes' CPU time at both ends of the measured window.
-func measure(ctx context.Context, t *bench.Target, reqs []ptraceotlp.ExportRequest, spansPer, clients int, warmup, duration time.Duration) (row, error) {
-	if _, err := bench.Drive(ctx, t.Endpoint, reqs, spansPer, clients, 0, warmup); err != nil {
+// its processes' CPU time at both ends of the measured window. With a
+// profile path prefix it also records budgetd's CPU profile over the
+// window (prefix.cpu.pprof) and its heap at the end (prefix.heap.pprof).
+func measure(ctx context.Context, t *bench.Target, load *bench.Load, spansPer, clients int, warmup, duration time.Duration, profile string) (row, error) {
+	if _, err := bench.Drive(ctx, t.Endpoint, load, spansPer, clients, 0, warmup); err != nil {
 		return row{}, err
 	}
 	cpu0, err := cpuOf(t)
 	if err != nil {
 		return row{}, err
 	}
-	res, err := bench.Drive(ctx, t.Endpoint, reqs, spansPer, clients, 0, duration)
+	stored0, err := storedOf(ctx, t)
+	if err != nil {
+		return row{}, err
+	}
+	profDone := make(chan error, 1)
+	if profile != "" {
+		go func() {
+			profDone <- bench.SaveProfile(ctx, t.API, fmt.Sprintf("profile?seconds=%d", int(duration.Seconds())), profile+".cpu.pprof")
+		}()
+	} else {
+		profDone <- nil
+	}
+	res, err := bench.Drive(ctx, t.Endpoint, load, spansPer, clients, 0, duration)
+	if perr := <-profDone; err == nil {
+		err = perr
+	}
+	if err == nil && profile != "" {
+		err = bench.SaveProfile(ctx, t.API, "heap", profile+".heap.pprof")
+	}
 	if err != nil {
 		return row{}, err
 	}
 	cpu1, err := cpuOf(t)
+	if err != nil {
+		return row{}, err
+	}
+	stored1, err := storedOf(ctx, t)
 	if err != nil {
 		return row{}, err
 	}
@@ -151,7 +183,16 @@ func measure(ctx context.Context, t *bench.Target, reqs []ptraceotlp.ExportReque
 		}
 		rss += r
 	}
-	return row{name: t.Name, res: res, cpu: cpu1 - cpu0, rssMiB: float64(rss) / (1 << 20)}, nil
+	return row{name: t.Name, res: res, cpu: cpu1 - cpu0, rssMiB: float64(rss) / (1 << 20), stored: stored1 - stored0}, nil
+}
+
+// storedOf returns how many spans budgetd has stored so far; -1 for a
+// target that stores nothing (the Collector to nop).
+func storedOf(ctx context.Context, t *bench.Target) (float64, error) {
+	if t.API == "" {
+		return -1, nil
+	}
+	return bench.StoredSpans(ctx, t.API)
 }
 
 func cpuOf(t *bench.Target) (time.Duration, error) {
@@ -169,7 +210,7 @@ func cpuOf(t *bench.Target) (time.Duration, error) {
 func print(out io.Writer, rows []row, clients, spansPer int) {
 	fmt.Fprintf(out, "\n%d clients, %d spans per request, %s\n\n", clients, spansPer, machine())
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "target\tspans/s\tvs collector\tCPU s / 1M spans\tpeak RSS MiB\tack p50 ms\tack p99 ms\trefused\t")
+	fmt.Fprintln(tw, "target\tspans/s\tvs collector\tstored/s\tCPU s / 1M spans\tpeak RSS MiB\tack p50 ms\tack p99 ms\trefused\t")
 	var ceiling float64
 	for _, r := range rows {
 		if strings.HasPrefix(r.name, "otelcol") {
@@ -185,7 +226,11 @@ func print(out io.Writer, rows []row, clients, spansPer int) {
 		if r.res.Spans > 0 {
 			perM = r.cpu.Seconds() / (float64(r.res.Spans) / 1e6)
 		}
-		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%.2f\t%.0f\t%.1f\t%.1f\t%d\t\n", r.name, r.res.SpansPerSecond(), ratio, perM, r.rssMiB,
+		stored := "-"
+		if r.stored >= 0 {
+			stored = fmt.Sprintf("%.0f", r.stored/r.res.Elapsed.Seconds())
+		}
+		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%s\t%.2f\t%.0f\t%.1f\t%.1f\t%d\t\n", r.name, r.res.SpansPerSecond(), ratio, stored, perM, r.rssMiB,
 			float64(r.res.P50.Microseconds())/1000, float64(r.res.P99.Microseconds())/1000, r.res.Refused)
 	}
 	tw.Flush()
