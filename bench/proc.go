@@ -90,27 +90,28 @@ func SaveProfile(ctx context.Context, api, name, path string) error {
 	return f.Close()
 }
 
-// StoredSpans reads budgetd_wal_stored_spans_total, the spans budgetd's
-// drainer has written to its store, from budgetd's /metrics.
-func StoredSpans(ctx context.Context, api string) (float64, error) {
+// Metric reads one unlabelled series from budgetd's /metrics, for example
+// budgetd_wal_stored_spans_total (spans its drainer has written to the
+// store) or go_memstats_sys_bytes (memory Go's runtime holds).
+func Metric(ctx context.Context, api, name string) (float64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+api+"/metrics", nil)
 	if err != nil {
 		return 0, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("read stored spans: %w", err)
+		return 0, fmt.Errorf("read %s: %w", name, err)
 	}
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "budgetd_wal_stored_spans_total "); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
 			return strconv.ParseFloat(strings.TrimSpace(v), 64)
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return 0, fmt.Errorf("read stored spans: %w", err)
+		return 0, fmt.Errorf("read %s: %w", name, err)
 	}
-	return 0, fmt.Errorf("read stored spans: no budgetd_wal_stored_spans_total in %s/metrics", api)
+	return 0, fmt.Errorf("read %s: not in %s/metrics", name, api)
 }

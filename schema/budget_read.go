@@ -37,6 +37,31 @@ const (
 	numBudgetKeys
 )
 
+// budgetKeyNames is the attribute name of each budgetKey, the inverse of
+// budgetKeyOf (TestBudgetKeyNames keeps the two in step).
+var budgetKeyNames = [numBudgetKeys]string{
+	keyRemaining: AttrRemainingMs, keySource: AttrSource, keyTimeout: AttrTimeoutMs,
+	keyPropagated: AttrPropagatedMs, keyAttempt: AttrAttempt, keyMaxAttempts: AttrMaxAttempts,
+	keyBackoff: AttrBackoffMs, keyRejected: AttrRejected,
+	keyHeaderTimeoutMs: AttrHeaderRequestTimeoutMs, keyHeaderGRPCTimeout: AttrHeaderGRPCTimeout,
+	keyMetadataGRPCTimeout: AttrMetadataGRPCTimeout, keyHeaderEnvoyExpected: AttrHeaderEnvoyExpectedMs,
+	keyHeaderDeadline: AttrHeaderRequestDeadline,
+	keyResendCount:    AttrHTTPResendCount, keyPreviousAttempts: AttrGRPCPreviousAttempts, keyEnvoyAttempt: AttrHeaderEnvoyAttempt,
+	keyErrorType: AttrErrorType, keyHTTPStatus: AttrHTTPStatusCode, keyGRPCStatus: AttrRPCGRPCStatusCode,
+	keyRPCStatus: AttrRPCResponseStatusCode,
+}
+
+// BudgetAttrName returns the contract's own copy of key when key is a
+// budget attribute (IsBudgetAttr), so code that holds many spans can share
+// one string per name instead of keeping a copy per span.
+func BudgetAttrName(key string) (string, bool) {
+	k, ok := budgetKeyOf(key)
+	if !ok {
+		return "", false
+	}
+	return budgetKeyNames[k], true
+}
+
 func budgetKeyOf(key string) (budgetKey, bool) {
 	switch key {
 	case AttrRemainingMs:

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 )
@@ -663,5 +665,21 @@ func BenchmarkReadBudget(b *testing.B) {
 				b.Fatal("the benchmark span lost its attempt")
 			}
 		})
+	}
+}
+
+func TestBudgetKeyNames(t *testing.T) {
+	for k := range numBudgetKeys {
+		name := budgetKeyNames[k]
+		got, ok := budgetKeyOf(name)
+		if !ok || got != k {
+			t.Errorf("budget key %d is named %q, which budgetKeyOf maps to %d, %v", k, name, got, ok)
+		}
+		if canon, ok := BudgetAttrName(strings.Clone(name)); !ok || unsafe.StringData(canon) != unsafe.StringData(name) {
+			t.Errorf("BudgetAttrName(%q) = %q, %v: want the shared constant", name, canon, ok)
+		}
+	}
+	if _, ok := BudgetAttrName("http.route"); ok {
+		t.Error("http.route is not a budget attribute")
 	}
 }

@@ -43,6 +43,7 @@ type row struct {
 	cpu    time.Duration
 	rssMiB float64
 	stored float64 // spans budgetd stored in the measured window; -1 for the Collector
+	goMiB  float64 // memory Go's runtime holds at the end (budgetd); 0 for the Collector
 	note   string
 }
 
@@ -175,6 +176,14 @@ func measure(ctx context.Context, t *bench.Target, load *bench.Load, spansPer, c
 	if err != nil {
 		return row{}, err
 	}
+	var goMiB float64
+	if t.API != "" {
+		sys, err := bench.Metric(ctx, t.API, "go_memstats_sys_bytes")
+		if err != nil {
+			return row{}, err
+		}
+		goMiB = sys / (1 << 20)
+	}
 	var rss int64
 	for _, pid := range t.PIDs() {
 		r, err := bench.PeakRSS(pid)
@@ -183,7 +192,7 @@ func measure(ctx context.Context, t *bench.Target, load *bench.Load, spansPer, c
 		}
 		rss += r
 	}
-	return row{name: t.Name, res: res, cpu: cpu1 - cpu0, rssMiB: float64(rss) / (1 << 20), stored: stored1 - stored0}, nil
+	return row{name: t.Name, res: res, cpu: cpu1 - cpu0, rssMiB: float64(rss) / (1 << 20), stored: stored1 - stored0, goMiB: goMiB}, nil
 }
 
 // storedOf returns how many spans budgetd has stored so far; -1 for a
@@ -192,7 +201,7 @@ func storedOf(ctx context.Context, t *bench.Target) (float64, error) {
 	if t.API == "" {
 		return -1, nil
 	}
-	return bench.StoredSpans(ctx, t.API)
+	return bench.Metric(ctx, t.API, "budgetd_wal_stored_spans_total")
 }
 
 func cpuOf(t *bench.Target) (time.Duration, error) {
@@ -210,7 +219,7 @@ func cpuOf(t *bench.Target) (time.Duration, error) {
 func print(out io.Writer, rows []row, clients, spansPer int) {
 	fmt.Fprintf(out, "\n%d clients, %d spans per request, %s\n\n", clients, spansPer, machine())
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "target\tspans/s\tvs collector\tstored/s\tCPU s / 1M spans\tpeak RSS MiB\tack p50 ms\tack p99 ms\trefused\t")
+	fmt.Fprintln(tw, "target\tspans/s\tvs collector\tstored/s\tCPU s / 1M spans\tpeak RSS MiB\tGo runtime MiB\tack p50 ms\tack p99 ms\trefused\t")
 	var ceiling float64
 	for _, r := range rows {
 		if strings.HasPrefix(r.name, "otelcol") {
@@ -230,7 +239,11 @@ func print(out io.Writer, rows []row, clients, spansPer int) {
 		if r.stored >= 0 {
 			stored = fmt.Sprintf("%.0f", r.stored/r.res.Elapsed.Seconds())
 		}
-		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%s\t%.2f\t%.0f\t%.1f\t%.1f\t%d\t\n", r.name, r.res.SpansPerSecond(), ratio, stored, perM, r.rssMiB,
+		goMiB := "-"
+		if r.goMiB > 0 {
+			goMiB = fmt.Sprintf("%.0f", r.goMiB)
+		}
+		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%s\t%.2f\t%.0f\t%s\t%.1f\t%.1f\t%d\t\n", r.name, r.res.SpansPerSecond(), ratio, stored, perM, r.rssMiB, goMiB,
 			float64(r.res.P50.Microseconds())/1000, float64(r.res.P99.Microseconds())/1000, r.res.Refused)
 	}
 	tw.Flush()
