@@ -92,7 +92,7 @@ func SaveProfile(ctx context.Context, api, name, path string) error {
 
 // Metric reads one unlabelled series from budgetd's /metrics, for example
 // budgetd_wal_stored_spans_total (spans its drainer has written to the
-// store) or go_memstats_sys_bytes (memory Go's runtime holds).
+// store) or go_memstats_heap_sys_bytes (heap Go got from the OS).
 func Metric(ctx context.Context, api, name string) (float64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+api+"/metrics", nil)
 	if err != nil {

@@ -43,7 +43,7 @@ type row struct {
 	cpu    time.Duration
 	rssMiB float64
 	stored float64 // spans budgetd stored in the measured window; -1 for the Collector
-	goMiB  float64 // memory Go's runtime holds at the end (budgetd); 0 for the Collector
+	goMiB  float64 // heap Go holds at the end (budgetd); 0 for the Collector
 	note   string
 }
 
@@ -178,11 +178,17 @@ func measure(ctx context.Context, t *bench.Target, load *bench.Load, spansPer, c
 	}
 	var goMiB float64
 	if t.API != "" {
-		sys, err := bench.Metric(ctx, t.API, "go_memstats_sys_bytes")
+		// Heap memory Go holds from the OS and has not returned: its part
+		// of the RSS, give or take stacks and runtime structures.
+		sys, err := bench.Metric(ctx, t.API, "go_memstats_heap_sys_bytes")
 		if err != nil {
 			return row{}, err
 		}
-		goMiB = sys / (1 << 20)
+		released, err := bench.Metric(ctx, t.API, "go_memstats_heap_released_bytes")
+		if err != nil {
+			return row{}, err
+		}
+		goMiB = (sys - released) / (1 << 20)
 	}
 	var rss int64
 	for _, pid := range t.PIDs() {
@@ -219,7 +225,7 @@ func cpuOf(t *bench.Target) (time.Duration, error) {
 func print(out io.Writer, rows []row, clients, spansPer int) {
 	fmt.Fprintf(out, "\n%d clients, %d spans per request, %s\n\n", clients, spansPer, machine())
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "target\tspans/s\tvs collector\tstored/s\tCPU s / 1M spans\tpeak RSS MiB\tGo runtime MiB\tack p50 ms\tack p99 ms\trefused\t")
+	fmt.Fprintln(tw, "target\tspans/s\tvs collector\tstored/s\tCPU s / 1M spans\tpeak RSS MiB\tGo heap MiB\tack p50 ms\tack p99 ms\trefused\t")
 	var ceiling float64
 	for _, r := range rows {
 		if strings.HasPrefix(r.name, "otelcol") {
