@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/budgetd/budgetd/store/chsql"
 )
 
@@ -173,61 +175,76 @@ func (c *Conn) Query(ctx context.Context, query string, params chsql.Params) (ch
 	return newRows(out), nil
 }
 
-// Insert implements chsql.Conn. The rows travel inline as
-// JSONCompactEachRow after the statement, in one binary-safe call.
+// Insert implements chsql.Conn. The rows are written as one block in the
+// engine's Native format into an anonymous in-memory file (memfd), which
+// the statement reads FROM INFILE. Binary data cannot travel inline in the
+// statement the way text formats can: the engine stops reading inline data
+// at its first NUL byte.
 func (c *Conn) Insert(ctx context.Context, table string, columns []string, dedupToken string, n int, row func(int, []any) []any) error {
-	bp := insertBufs.Get().(*[]byte)
-	b := (*bp)[:0]
-	b = append(b, "INSERT INTO "...)
-	b = append(b, table...)
-	b = append(b, " ("...)
-	b = append(b, strings.Join(columns, ", ")...)
-	b = append(b, ')')
-	if dedupToken != "" {
-		// The token is validated by chsql ([A-Za-z0-9_-]) before it gets here.
-		b = append(b, " SETTINGS insert_deduplication_token = '"...)
-		b = append(b, dedupToken...)
-		b = append(b, '\'')
-	}
-	b = append(b, " FORMAT JSONCompactEachRow\n"...)
+	blk := nativeBlocks.Get().(*nativeBlock)
+	blk.reset(columns)
 	vals := make([]any, 0, len(columns))
-	var err error
 	for i := range n {
 		vals = row(i, vals[:0])
-		if len(vals) != len(columns) {
-			putInsertBuf(bp)
-			return fmt.Errorf("insert %s: row %d has %d values for %d columns", table, i, len(vals), len(columns))
-		}
-		if b, err = appendJSONRow(b, vals); err != nil {
-			putInsertBuf(bp)
+		if err := blk.appendRow(vals); err != nil {
+			putNativeBlock(blk)
 			return fmt.Errorf("insert %s: row %d: %w", table, i, err)
 		}
-		b = append(b, '\n')
 	}
-	*bp = b
+	f, err := memFile("budgetd-insert-" + table)
+	if err != nil {
+		putNativeBlock(blk)
+		return fmt.Errorf("insert %s: %w", table, err)
+	}
+	err = blk.writeTo(f)
+	putNativeBlock(blk)
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("insert %s: write block: %w", table, err)
+	}
+	q := "INSERT INTO " + table + " (" + strings.Join(columns, ", ") + ") FROM INFILE '/proc/self/fd/" + strconv.Itoa(int(f.Fd())) + "'"
+	if dedupToken != "" {
+		// The token is validated by chsql ([A-Za-z0-9_-]) before it gets here.
+		q += " SETTINGS insert_deduplication_token = '" + dedupToken + "'"
+	}
+	q += " FORMAT Native"
 	_, err = c.runCall(ctx, func() ([]byte, error) {
-		// chDB reads b until the call returns, which may be after runCall
-		// gave up on a cancelled context: only then may b be reused.
-		defer putInsertBuf(bp)
-		return c.c.queryBytes(b, "TabSeparated")
+		// chDB reads the file until the call returns, which may be after
+		// runCall gave up on a cancelled context: only then may it close.
+		defer f.Close()
+		return c.c.queryBytes([]byte(q), "TabSeparated")
 	})
 	return err
 }
 
-// insertBufs holds the buffers inserts are encoded into. A batch of 20,000
-// spans is about 20 MB of JSON; building it from an empty slice every time
-// allocated about twice that and copied it while growing, which the garbage
-// collector then paid for again.
-var insertBufs = sync.Pool{New: func() any { return new([]byte) }}
+// memFile returns an anonymous file that lives in memory (memfd_create):
+// nothing reaches a disk, and it is gone when closed.
+func memFile(name string) (*os.File, error) {
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("create in-memory file: %w", err)
+	}
+	return os.NewFile(uintptr(fd), name), nil
+}
 
-// maxPooledInsertBuf is the largest buffer kept for reuse, so one huge
+// nativeBlocks holds column buffers for reuse. A batch of 20,000 spans is
+// about 12 MB in Native; building it from empty buffers every time
+// allocated about twice that and copied it while growing, which the
+// garbage collector then paid for again.
+var nativeBlocks = sync.Pool{New: func() any { return new(nativeBlock) }}
+
+// maxPooledBlockBytes is the largest block kept for reuse, so one huge
 // batch does not pin its memory for good.
-const maxPooledInsertBuf = 64 << 20
+const maxPooledBlockBytes = 64 << 20
 
-func putInsertBuf(bp *[]byte) {
-	if cap(*bp) > maxPooledInsertBuf {
+func putNativeBlock(b *nativeBlock) {
+	size := 0
+	for i := range b.cols {
+		c := &b.cols[i]
+		size += cap(c.data) + cap(c.outer) + cap(c.inner) + cap(c.nulls)
+	}
+	if size > maxPooledBlockBytes {
 		return
 	}
-	*bp = (*bp)[:0]
-	insertBufs.Put(bp)
+	nativeBlocks.Put(b)
 }
