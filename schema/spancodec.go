@@ -11,11 +11,19 @@ import (
 // to write and read than OTLP protobuf because it stores the model as it is,
 // already validated and converted.
 //
-// Format, version 1: a version byte, a uvarint span count, then per span
+// Format, version 2: a version byte, a uvarint span count, then per span
 // its fields in declaration order — ids as fixed bytes, strings and
 // attribute values as uvarint length + bytes, numbers as uvarints, and
-// lists as a uvarint count followed by their elements.
-const spanCodecVersion = 1
+// lists as a uvarint count followed by their elements — except the
+// resource attributes: uvarint 0 when they are the previous span's (the
+// spans of one OTLP resource share them), else their count + 1 and the
+// attributes. Sharing them halves a record of realistic spans, whose
+// resources carry as many attributes as the spans themselves.
+//
+// Version 1, written before, is the same without the resource sharing: the
+// resource attributes as a plain list. DecodeSpans reads both, so a log
+// written by an older budgetd drains after an upgrade.
+const spanCodecVersion = 2
 
 // ErrBadEncoding is returned by DecodeSpans for input it did not write.
 var ErrBadEncoding = errors.New("bad span encoding")
@@ -24,6 +32,7 @@ var ErrBadEncoding = errors.New("bad span encoding")
 func AppendSpans(dst []byte, spans []Span) []byte {
 	dst = append(dst, spanCodecVersion)
 	dst = binary.AppendUvarint(dst, uint64(len(spans)))
+	var prevResource Attributes
 	for i := range spans {
 		s := &spans[i]
 		dst = append(dst, s.TraceID[:]...)
@@ -38,7 +47,13 @@ func AppendSpans(dst []byte, spans []Span) []byte {
 		dst = appendString(dst, s.StatusMessage)
 		dst = appendString(dst, s.ScopeName)
 		dst = appendString(dst, s.ScopeVersion)
-		dst = appendAttrs(dst, s.ResourceAttrs)
+		if i > 0 && sameSlice(s.ResourceAttrs, prevResource) {
+			dst = append(dst, 0)
+		} else {
+			dst = binary.AppendUvarint(dst, uint64(len(s.ResourceAttrs))+1)
+			dst = appendAttrList(dst, s.ResourceAttrs)
+		}
+		prevResource = s.ResourceAttrs
 		dst = appendAttrs(dst, s.Attrs)
 		dst = binary.AppendUvarint(dst, uint64(len(s.Events)))
 		for _, e := range s.Events {
@@ -62,8 +77,19 @@ func appendString(dst []byte, s string) []byte {
 	return append(dst, s...)
 }
 
+// sameSlice reports whether a and b are the same non-empty slice: the same
+// backing array and length.
+func sameSlice(a, b Attributes) bool {
+	return len(a) > 0 && len(a) == len(b) && &a[0] == &b[0]
+}
+
 func appendAttrs(dst []byte, as Attributes) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(as)))
+	return appendAttrList(dst, as)
+}
+
+// appendAttrList appends the attributes without their count.
+func appendAttrList(dst []byte, as Attributes) []byte {
 	for _, a := range as {
 		dst = appendString(dst, a.Key)
 		dst = append(dst, byte(a.Type))
@@ -79,8 +105,9 @@ func DecodeSpans(data []byte) ([]Span, error) {
 	// Strings are cut from one copy of the input instead of allocated one
 	// by one; the spans of a record live and die together anyway.
 	d := decoder{buf: data, all: string(data)}
-	if v := d.byte(); v != spanCodecVersion {
-		return nil, fmt.Errorf("%w: version %d", ErrBadEncoding, v)
+	version := d.byte()
+	if version != 1 && version != spanCodecVersion {
+		return nil, fmt.Errorf("%w: version %d", ErrBadEncoding, version)
 	}
 	// A span takes at least 44 bytes (ids, kinds, counts), which bounds
 	// the count a corrupt header can claim.
@@ -100,7 +127,16 @@ func DecodeSpans(data []byte) ([]Span, error) {
 		s.StatusMessage = d.string()
 		s.ScopeName = d.string()
 		s.ScopeVersion = d.string()
-		s.ResourceAttrs = d.attrs()
+		switch n := d.uvarint(); {
+		case version == 1:
+			s.ResourceAttrs = d.attrList(n)
+		case n == 0 && i > 0:
+			s.ResourceAttrs = spans[i-1].ResourceAttrs
+		case n == 0:
+			d.fail("first span's resource")
+		default:
+			s.ResourceAttrs = d.attrList(n - 1)
+		}
 		s.Attrs = d.attrs()
 		if ne := d.count(3); ne > 0 {
 			s.Events = make([]Event, ne)
@@ -200,7 +236,17 @@ func (d *decoder) string() string {
 }
 
 func (d *decoder) attrs() Attributes {
-	n := d.count(3)
+	return d.attrList(d.uvarint())
+}
+
+// attrList reads n attributes, each of at least 3 bytes, which bounds
+// the n a corrupt record can claim.
+func (d *decoder) attrList(count uint64) Attributes {
+	if count > uint64(len(d.buf)/3) {
+		d.fail("list")
+		return nil
+	}
+	n := int(count)
 	if n == 0 {
 		return nil
 	}

@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -32,6 +33,46 @@ func TestSpanCodecRoundTrip(t *testing.T) {
 	require.Empty(t, empty)
 }
 
+// TestSpanCodecSharesResources checks that spans of one resource carry its
+// attributes once in a record, and share them again when decoded.
+func TestSpanCodecSharesResources(t *testing.T) {
+	one := codecSpans()[1]
+	one.ResourceAttrs = Attributes{Str("service.name", "checkout"), Str("host.name", "node-1"), Str("k8s.pod.name", "checkout-7d4b9")}
+	other := one
+	other.ResourceAttrs = Attributes{Str("service.name", "quote")}
+	spans := []Span{one, one, one, other, one}
+	data := AppendSpans(nil, spans)
+	got, err := DecodeSpans(data)
+	require.NoError(t, err)
+	require.Equal(t, spans, got)
+	require.Same(t, &got[0].ResourceAttrs[0], &got[2].ResourceAttrs[0], "consecutive spans of one resource share it")
+	require.NotSame(t, &got[0].ResourceAttrs[0], &got[4].ResourceAttrs[0], "a resource seen again after another is written again")
+
+	unshared := []Span{one, one, one, other, one}
+	for i := range unshared {
+		unshared[i].ResourceAttrs = append(Attributes(nil), unshared[i].ResourceAttrs...)
+	}
+	full := AppendSpans(nil, unshared)
+	require.Less(t, len(data), len(full)-100, "two repeats of a three-attribute resource are left out")
+	again, err := DecodeSpans(full)
+	require.NoError(t, err)
+	require.Equal(t, spans, again)
+}
+
+// TestSpanCodecReadsVersion1 decodes a record written by the version 1
+// codec (testdata/spans-v1.bin: codecSpans and two more copies of its
+// second span), which a log written before the upgrade still holds.
+func TestSpanCodecReadsVersion1(t *testing.T) {
+	data, err := os.ReadFile("testdata/spans-v1.bin")
+	require.NoError(t, err)
+	require.EqualValues(t, 1, data[0])
+	want := codecSpans()
+	want = append(want, want[1], want[1])
+	got, err := DecodeSpans(data)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+}
+
 func TestSpanCodecRejectsDamage(t *testing.T) {
 	data := AppendSpans(nil, codecSpans())
 	for cut := range len(data) - 1 {
@@ -44,6 +85,12 @@ func TestSpanCodecRejectsDamage(t *testing.T) {
 	require.ErrorIs(t, err, ErrBadEncoding, "unknown version")
 	_, err = DecodeSpans([]byte{1, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	require.ErrorIs(t, err, ErrBadEncoding, "a huge count is refused before allocating")
+	first := AppendSpans(nil, codecSpans()[1:2])
+	resourceAt := 2 + 16 + 8 + 8 + 4 + 9 + 1 + 16 + 2 + 9 + 9 + 7 + 2 + 2 // the first span's resource count
+	require.EqualValues(t, 2, first[resourceAt], "offset of the resource count")
+	first[resourceAt] = 0
+	_, err = DecodeSpans(first)
+	require.ErrorIs(t, err, ErrBadEncoding, "the first span cannot share a previous resource")
 }
 
 // FuzzDecodeSpans: arbitrary bytes never panic, and whatever decodes
@@ -51,6 +98,9 @@ func TestSpanCodecRejectsDamage(t *testing.T) {
 func FuzzDecodeSpans(f *testing.F) {
 	f.Add(AppendSpans(nil, codecSpans()))
 	f.Add([]byte{1, 0})
+	if v1, err := os.ReadFile("testdata/spans-v1.bin"); err == nil {
+		f.Add(v1)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		spans, err := DecodeSpans(data)
 		if err != nil {

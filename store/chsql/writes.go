@@ -27,8 +27,30 @@ func attrColumns(as schema.Attributes) (keys []string, types []uint8, values []s
 	return keys, types, values
 }
 
-func appendSpanRow(dst []any, s *schema.Span) []any {
-	rk, rt, rv := attrColumns(s.ResourceAttrs)
+// resourceColumns are a resource's attribute columns, boxed once: the
+// spans of one resource share its attributes (ingest and the write-ahead
+// log keep them shared), so consecutive rows share the columns too instead
+// of each building and boxing its own copy.
+type resourceColumns struct {
+	attrs  schema.Attributes
+	keys   any // []string; nil until the first resource
+	types  any // []uint8
+	values any // []string
+}
+
+// of returns the columns of as, reusing the last ones when as is the same
+// slice as last time.
+func (r *resourceColumns) of(as schema.Attributes) *resourceColumns {
+	if r.keys != nil && len(as) == len(r.attrs) && (len(as) == 0 || &as[0] == &r.attrs[0]) {
+		return r
+	}
+	k, t, v := attrColumns(as)
+	*r = resourceColumns{attrs: as, keys: k, types: t, values: v}
+	return r
+}
+
+func appendSpanRow(dst []any, s *schema.Span, res *resourceColumns) []any {
+	res = res.of(s.ResourceAttrs)
 	ak, at, av := attrColumns(s.Attrs)
 	evTimes := make([]uint64, len(s.Events))
 	evNames := make([]string, len(s.Events))
@@ -53,7 +75,7 @@ func appendSpanRow(dst []any, s *schema.Span) []any {
 		s.TraceID.String(), s.SpanID.String(), s.ParentSpanID.String(), s.TraceState,
 		s.Service, s.Name, int8(s.Kind), s.StartNs, s.EndNs, int8(s.StatusCode), s.StatusMessage,
 		s.ScopeName, s.ScopeVersion,
-		rk, rt, rv, ak, at, av,
+		res.keys, res.types, res.values, ak, at, av,
 		evTimes, evNames, evKeys, evTypes, evValues,
 		lTrace, lSpan, lState, lKeys, lTypes, lValues,
 	)
@@ -103,8 +125,9 @@ func traceIndexRows(spans []schema.Span) []traceIndexRow {
 // WriteSpans implements store.Store. The spans are written before their
 // trace-index rows, so a trace that can be found always has its spans.
 func (s *Store) WriteSpans(ctx context.Context, token string, spans []schema.Span) error {
+	var res resourceColumns
 	err := s.insert(ctx, "spans", spanColumns, token, len(spans), func(i int, dst []any) []any {
-		return appendSpanRow(dst, &spans[i])
+		return appendSpanRow(dst, &spans[i], &res)
 	})
 	if err != nil {
 		return wrapCtx(ctx, err)
