@@ -119,15 +119,14 @@ func (d *Durable) collect(stopCtx context.Context, r *wal.Reader) (batch, error)
 }
 
 func (d *Durable) decode(spans []schema.Span, payload []byte) []schema.Span {
-	s, err := schema.DecodeSpans(payload)
+	spans, err := schema.AppendDecodedSpans(spans, payload)
 	if err != nil {
 		// A record that passed its checksum but does not decode was
 		// written by something else; it cannot be stored, only counted.
 		d.count(func(c *Counters) { c.DecodeErrors++ })
 		d.log.Error("wal: undecodable record skipped", "err", err)
-		return spans
 	}
-	return append(spans, s...)
+	return spans
 }
 
 // store1 writes one batch: checkpoint the range as pending, write under the

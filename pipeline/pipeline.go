@@ -205,7 +205,16 @@ func (p *Pipeline) process(ctx context.Context, flush bool) error {
 	// One call for all due traces: how long every caller waited is
 	// recorded before any trace is judged, so inferred timeouts draw on
 	// the whole batch (analyze.Analyzer.Traces).
-	for _, res := range p.analyzer.Traces(traces, now) {
+	results := p.analyzer.Traces(traces, now)
+	// Hops are several hundred bytes and a busy second has tens of
+	// thousands: size the slices once rather than grow them by doubling.
+	nHops, nFindings := 0, 0
+	for _, res := range results {
+		nHops, nFindings = nHops+len(res.Hops), nFindings+len(res.Findings)
+	}
+	hops = make([]schema.Hop, 0, nHops)
+	findings = make([]schema.Finding, 0, nFindings)
+	for _, res := range results {
 		// Stamped with the analysis time, so the store can tell this
 		// analysis from an earlier one of the same trace (see Hop.AnalyzedNs).
 		for i := range res.Hops {

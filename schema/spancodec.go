@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // The span codec is the compact binary form budgetd keeps spans in between
@@ -102,17 +103,27 @@ func appendAttrList(dst []byte, as Attributes) []byte {
 // an error wrapping ErrBadEncoding, never a panic or a huge allocation:
 // every count is checked against the bytes left before anything is made.
 func DecodeSpans(data []byte) ([]Span, error) {
+	return AppendDecodedSpans(nil, data)
+}
+
+// AppendDecodedSpans decodes what AppendSpans wrote and appends the spans
+// to dst, so a batch of records is decoded into one slice without copying
+// each record's spans again. On error dst is returned as it was.
+func AppendDecodedSpans(dst []Span, data []byte) ([]Span, error) {
 	// Strings are cut from one copy of the input instead of allocated one
 	// by one; the spans of a record live and die together anyway.
 	d := decoder{buf: data, all: string(data)}
 	version := d.byte()
 	if version != 1 && version != spanCodecVersion {
-		return nil, fmt.Errorf("%w: version %d", ErrBadEncoding, version)
+		return dst, fmt.Errorf("%w: version %d", ErrBadEncoding, version)
 	}
 	// A span takes at least 44 bytes (ids, kinds, counts), which bounds
 	// the count a corrupt header can claim.
 	n := d.count(44)
-	spans := make([]Span, n)
+	start := len(dst)
+	dst = slices.Grow(dst, n)[:start+n]
+	spans := dst[start:]
+	clear(spans)
 	for i := range spans {
 		s := &spans[i]
 		d.fixed(s.TraceID[:])
@@ -158,16 +169,16 @@ func DecodeSpans(data []byte) ([]Span, error) {
 			}
 		}
 		if d.err != nil {
-			return nil, d.err
+			return dst[:start], d.err
 		}
 	}
 	if d.err == nil && len(d.buf) > 0 {
 		d.err = fmt.Errorf("%w: %d trailing bytes", ErrBadEncoding, len(d.buf))
 	}
 	if d.err != nil {
-		return nil, d.err
+		return dst[:start], d.err
 	}
-	return spans, nil
+	return dst, nil
 }
 
 // decoder reads the codec; the first error sticks and later reads return

@@ -33,6 +33,20 @@ func TestSpanCodecRoundTrip(t *testing.T) {
 	require.Empty(t, empty)
 }
 
+func TestAppendDecodedSpans(t *testing.T) {
+	want := codecSpans()
+	rec := AppendSpans(nil, want)
+	got, err := AppendDecodedSpans(nil, rec)
+	require.NoError(t, err)
+	got, err = AppendDecodedSpans(got, rec)
+	require.NoError(t, err)
+	require.Equal(t, append(append([]Span{}, want...), want...), got, "two records into one slice")
+
+	kept, err := AppendDecodedSpans(got, rec[:len(rec)-1])
+	require.ErrorIs(t, err, ErrBadEncoding)
+	require.Len(t, kept, 2*len(want), "a bad record leaves what was decoded before")
+}
+
 // TestSpanCodecSharesResources checks that spans of one resource carry its
 // attributes once in a record, and share them again when decoded.
 func TestSpanCodecSharesResources(t *testing.T) {

@@ -181,23 +181,23 @@ func (c *Conn) Query(ctx context.Context, query string, params chsql.Params) (ch
 // statement the way text formats can: the engine stops reading inline data
 // at its first NUL byte.
 func (c *Conn) Insert(ctx context.Context, table string, columns []string, dedupToken string, n int, row func(int, []any) []any) error {
-	blk := nativeBlocks.Get().(*nativeBlock)
+	blk := takeBlock(table)
 	blk.reset(columns)
 	vals := make([]any, 0, len(columns))
 	for i := range n {
 		vals = row(i, vals[:0])
 		if err := blk.appendRow(vals); err != nil {
-			putNativeBlock(blk)
+			keepBlock(table, blk)
 			return fmt.Errorf("insert %s: row %d: %w", table, i, err)
 		}
 	}
 	f, err := memFile("budgetd-insert-" + table)
 	if err != nil {
-		putNativeBlock(blk)
+		keepBlock(table, blk)
 		return fmt.Errorf("insert %s: %w", table, err)
 	}
 	err = blk.writeTo(f)
-	putNativeBlock(blk)
+	keepBlock(table, blk)
 	if err != nil {
 		f.Close()
 		return fmt.Errorf("insert %s: write block: %w", table, err)
@@ -227,24 +227,40 @@ func memFile(name string) (*os.File, error) {
 	return os.NewFile(uintptr(fd), name), nil
 }
 
-// nativeBlocks holds column buffers for reuse. A batch of 20,000 spans is
-// about 12 MB in Native; building it from empty buffers every time
-// allocated about twice that and copied it while growing, which the
-// garbage collector then paid for again.
-var nativeBlocks = sync.Pool{New: func() any { return new(nativeBlock) }}
+// spareBlocks keeps the last block built for each table, with its column
+// buffers, for the next insert into that table. A batch of 20,000 spans is
+// about 12 MB in Native; growing its buffers from nothing for every insert
+// allocated about twice that. A sync.Pool would not do: the collector
+// empties it every cycle or two, and under load that is every second.
+var spareBlocks = struct {
+	sync.Mutex
+	byTable map[string]*nativeBlock
+}{byTable: map[string]*nativeBlock{}}
 
-// maxPooledBlockBytes is the largest block kept for reuse, so one huge
-// batch does not pin its memory for good.
-const maxPooledBlockBytes = 64 << 20
+// maxSpareBlockBytes is the largest block kept, so one huge batch does not
+// pin its memory for good.
+const maxSpareBlockBytes = 64 << 20
 
-func putNativeBlock(b *nativeBlock) {
+func takeBlock(table string) *nativeBlock {
+	spareBlocks.Lock()
+	defer spareBlocks.Unlock()
+	if b := spareBlocks.byTable[table]; b != nil {
+		delete(spareBlocks.byTable, table)
+		return b
+	}
+	return new(nativeBlock)
+}
+
+func keepBlock(table string, b *nativeBlock) {
 	size := 0
 	for i := range b.cols {
 		c := &b.cols[i]
 		size += cap(c.data) + cap(c.outer) + cap(c.inner) + cap(c.nulls)
 	}
-	if size > maxPooledBlockBytes {
+	if size > maxSpareBlockBytes {
 		return
 	}
-	nativeBlocks.Put(b)
+	spareBlocks.Lock()
+	spareBlocks.byTable[table] = b
+	spareBlocks.Unlock()
 }
