@@ -3,4 +3,8 @@
 // in a local directory. It needs no server; the library is installed by
 // `make setup` and loaded when the engine is opened, so budgetd runs without it
 // when another engine is configured.
+//
+// Inserts reach the engine as one block of ClickHouse's Native format in an
+// anonymous in-memory file (native.go, Conn.Insert); query results come back
+// as JSONCompactEachRow (rows.go).
 package embedded
