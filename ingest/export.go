@@ -159,11 +159,6 @@ func refusedReason(err error) string {
 	}
 }
 
-// export is the one export path both transports share once they have
-// decoded a request: convert with the limits, make the valid spans durable,
-// hand them to analysis, and build the response, with partial_success when
-// spans were rejected. It returns an error only when nothing was stored
-// and the sender should retry.
 // admit refuses, before it is decoded, a request the Durability says it
 // could not take (see Admitter).
 func (s *Server) admit(protoBytes int, transport string) error {
@@ -185,6 +180,11 @@ func (s *Server) warnOverloaded(transport string) {
 	}
 }
 
+// export is the one export path both transports share once they have
+// decoded a request: convert with the limits, make the valid spans durable,
+// hand them to analysis, and build the response, with partial_success when
+// spans were rejected. It returns an error only when nothing was stored
+// and the sender should retry.
 func (s *Server) export(ctx context.Context, td ptrace.Traces, transport string) (ptraceotlp.ExportResponse, outcome, error) {
 	received := td.SpanCount()
 	res := s.conv.Convert(td)
