@@ -277,13 +277,21 @@ func checkGroundTruth(t *testing.T, ex experiment, orphanShare float64) {
 	// p99 end-to-end latency: the root path's p99 within 10 %.
 	require.InEpsilon(t, s.LatencyP99.Real, m.Root.P99DurationMs, 0.10, "p99 end-to-end")
 
-	// Orphaned work: within 10 %, or within one tolerance per failed
-	// request when there is next to none (an overrun at the tolerance can
-	// be counted on one side only; see docs/experiments.md).
+	// Orphaned work: within 10 %, or within one tolerance per handler
+	// invocation when there is next to none: an overrun near the tolerance
+	// can be counted on one side only (see docs/experiments.md), and that
+	// can happen at every hop a request reaches, not once per request —
+	// on a loaded machine the deadline policy's hops overrun by a few
+	// milliseconds here and there, and the stripped run's inferred
+	// deadlines are estimates of the same instants.
 	slack := func(truth float64, n int) float64 {
 		return max(orphanShare*truth, tr.OrphanToleranceMs*float64(max(n, 1)))
 	}
-	require.InDelta(t, s.OrphanedWork.Real, m.Orphaned, slack(s.OrphanedWork.Real, s.Requests), "orphaned work in all")
+	invocations := 0
+	for _, h := range tr.Hops {
+		invocations += h.Calls
+	}
+	require.InDelta(t, s.OrphanedWork.Real, m.Orphaned, slack(s.OrphanedWork.Real, invocations), "orphaned work in all")
 	require.InDelta(t, s.OrphanedWorkPerFailedRequest.Real, m.OrphanedPerFailed, slack(s.OrphanedWorkPerFailedRequest.Real, 1),
 		"orphaned work per failed request")
 }
