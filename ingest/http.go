@@ -183,7 +183,10 @@ func (s *Server) readHTTPRequest(w http.ResponseWriter, r *http.Request, enc bod
 	s.m.requestBytes.WithLabelValues(transportHTTP, "decoded").Add(float64(buf.Len()))
 	protoBytes := buf.Len()
 	if enc == encodingJSON {
-		protoBytes /= 2 // OTLP/JSON is at least twice its protobuf: hex ids, names of fields
+		// OTLP/JSON is larger than its protobuf (hex ids, field names), up
+		// to about twice: halving errs towards decoding the request and
+		// letting Commit decide, never towards shedding one that fits.
+		protoBytes /= 2
 	}
 	if err := s.admit(protoBytes, transportHTTP); err != nil {
 		return ptrace.Traces{}, err

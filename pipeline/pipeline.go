@@ -190,8 +190,6 @@ func (p *Pipeline) process(ctx context.Context, flush bool) error {
 	if len(due) == 0 {
 		return nil
 	}
-	var hops []schema.Hop
-	var findings []schema.Finding
 	var reanalysed []schema.TraceID
 	traces := make([]*schema.Trace, len(due))
 	for i, tr := range due {
@@ -212,8 +210,8 @@ func (p *Pipeline) process(ctx context.Context, flush bool) error {
 	for _, res := range results {
 		nHops, nFindings = nHops+len(res.Hops), nFindings+len(res.Findings)
 	}
-	hops = make([]schema.Hop, 0, nHops)
-	findings = make([]schema.Finding, 0, nFindings)
+	hops := make([]schema.Hop, 0, nHops)
+	findings := make([]schema.Finding, 0, nFindings)
 	for _, res := range results {
 		// Stamped with the analysis time, so the store can tell this
 		// analysis from an earlier one of the same trace (see Hop.AnalyzedNs).

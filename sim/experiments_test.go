@@ -60,7 +60,6 @@ type finding struct {
 type edgeRow struct {
 	CallerService             string   `json:"caller_service"`
 	CalleeService             string   `json:"callee_service"`
-	CallerMedianTimeoutMs     *float64 `json:"caller_median_timeout_ms"`
 	InferredTimeoutMs         *float64 `json:"inferred_timeout_ms"`
 	InferredTimeoutConfidence float64  `json:"inferred_timeout_confidence"`
 }
