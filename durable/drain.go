@@ -159,14 +159,17 @@ func (d *Durable) store1(ctx context.Context, b batch) bool {
 	if err := saveCheckpoint(d.cfg.Dir, checkpoint{Acked: b.to}); err != nil {
 		d.log.Error("wal: checkpoint failed", "err", err)
 	}
+	// The sink (analysis) gets the spans before they are counted, so the
+	// counter — budgetd_wal_stored_spans_total — says "stored and handed
+	// on", which is what anyone waiting for the analysis to see them needs.
+	if len(b.spans) > 0 {
+		d.sink.Spans(b.spans)
+	}
 	d.mu.Lock()
 	d.acked = b.to
 	d.counts.Batches++
 	d.counts.Spans += uint64(len(b.spans))
 	d.mu.Unlock()
-	if len(b.spans) > 0 {
-		d.sink.Spans(b.spans)
-	}
 	if err := d.wal.Truncate(b.to); err != nil {
 		d.log.Error("wal: truncate failed", "err", err)
 	}

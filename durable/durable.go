@@ -85,7 +85,7 @@ var (
 // Counters count what the drainer did.
 type Counters struct {
 	Batches      uint64 // store writes that succeeded
-	Spans        uint64 // spans stored
+	Spans        uint64 // spans stored and handed to the sink
 	WriteErrors  uint64 // failed store write attempts
 	Replayed     uint64 // batches rebuilt from a checkpoint after a restart
 	DecodeErrors uint64 // records that could not be decoded (skipped)
@@ -150,7 +150,7 @@ func (d *Durable) register(reg prometheus.Registerer) error {
 			wstat(func(s wal.Stats) float64 { return float64(s.CorruptRecords) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "budgetd_wal_truncated_bytes_total", Help: "Bytes cut from damaged log tails at start."},
 			wstat(func(s wal.Stats) float64 { return float64(s.TruncatedBytes) })),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "budgetd_wal_stored_spans_total", Help: "Spans the drainer wrote to the store."},
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "budgetd_wal_stored_spans_total", Help: "Spans the drainer wrote to the store and handed to the analysis."},
 			dstat(func(c Counters) float64 { return float64(c.Spans) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "budgetd_wal_store_batches_total", Help: "Store writes by the drainer."},
 			dstat(func(c Counters) float64 { return float64(c.Batches) })),
