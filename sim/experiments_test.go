@@ -205,16 +205,26 @@ func checkZeroInstrumentation(t *testing.T, rec, strip experiment) {
 	// timeout can be seen at all — the caller gave up on it often enough
 	// for budgetd to estimate it — is inverted in the stripped run, and
 	// every stripped finding says it was inferred.
-	inverted := func(m measured) map[string]bool {
-		out := map[string]bool{}
+	inverted := func(m measured) map[string]int {
+		out := map[string]int{}
 		for _, f := range m.Findings {
 			if f.Kind == "timeout_inversion" {
-				out[f.CallerService+" → "+f.CalleeService] = true
+				out[f.CallerService+" → "+f.CalleeService]++
 			}
 		}
 		return out
 	}
 	recInv, stripInv := inverted(rec.Measured), inverted(strip.Measured)
+	// An inversion the configured timeouts make shows on every request
+	// that reaches the edge; one the timer jitter of a loaded machine
+	// makes (a margin of milliseconds read as none) on a few. Only the
+	// first kind is the seed's, and only it must be found again.
+	for edge, n := range recInv {
+		if n < rec.Truth.Summary.Requests/2 {
+			t.Logf("%s: inverted in %d of %d recorded requests only, timer jitter rather than configuration", edge, n, rec.Truth.Summary.Requests)
+			delete(recInv, edge)
+		}
+	}
 	if rec.Scenario.Policy == PolicyDeadline {
 		// The recorded run's few inversions here are the clock-reference
 		// artefacts docs/experiments.md describes, not the seed's
@@ -229,7 +239,7 @@ func checkZeroInstrumentation(t *testing.T, rec, strip experiment) {
 			continue
 		}
 		observable++
-		require.True(t, stripInv[edge], "%s is inverted in the recorded run but not found without attributes", edge)
+		require.Positive(t, stripInv[edge], "%s is inverted in the recorded run but not found without attributes", edge)
 	}
 	if len(recInv) > 0 {
 		// The fixed-timeout policies have real inversions, and some of
