@@ -16,7 +16,9 @@ import (
 // The caller's side is R at the parent span's start: the CLIENT span of the
 // call, or the parent itself when the call was not instrumented. A budget
 // may exceed it by the skew tolerance, since R and the received budget are
-// measured on different hosts.
+// measured on different hosts. A CONSUMER span across a queue (asyncStart)
+// is never compared: it starts a chain of its own, and a budget its message
+// carries is the job's.
 //
 // Severity: critical when the received budget is at least twice what was
 // left (or nothing was left); warning otherwise, and for a bare
@@ -28,12 +30,17 @@ func (v *view) budgetResets(now time.Time, out []schema.Finding) []schema.Findin
 		if nd.parent < 0 || !v.span(i).Kind.IsEntry() {
 			continue
 		}
+		// A consumer starts a chain of its own: whatever budget its message
+		// carries is the job's, not a reset of the publisher's.
+		if v.asyncStart(i) {
+			continue
+		}
 		r, ok := v.remaining(nd.parent)
 		if !ok {
 			continue
 		}
 		received := nd.facts.RemainingMs
-		increased := received != nil && *received > r+tolMs
+		increased := received != nil && *received > r+tolMs+v.slackMs(nd.parent)
 		if !increased && nd.facts.Source != schema.SourceDefault {
 			continue
 		}

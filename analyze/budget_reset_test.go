@@ -49,9 +49,17 @@ func TestBudgetReset(t *testing.T) {
 			spans: caller(sp{id: 3, parent: 2, svc: "order", name: "POST /order", kind: server, start: 110, end: 990, attrs: attrs(rem(905))}),
 		},
 		{
-			name:  "increase just outside the skew tolerance",
-			spans: caller(sp{id: 3, parent: 2, svc: "order", name: "POST /order", kind: server, start: 110, end: 990, attrs: attrs(rem(905.5))}),
-			want:  []want{{span: 3, severity: schema.SeverityWarning, evidence: map[string]float64{"remaining_ms": 900, "received_ms": 905.5}}},
+			// The skew tolerance (5 ms) plus the caller's clock-start
+			// allowance (5 ms: its budget may have been read up to then).
+			name:  "increase just outside the skew tolerance and the clock-start allowance",
+			spans: caller(sp{id: 3, parent: 2, svc: "order", name: "POST /order", kind: server, start: 110, end: 990, attrs: attrs(rem(910.5))}),
+			want:  []want{{span: 3, severity: schema.SeverityWarning, evidence: map[string]float64{"remaining_ms": 900, "received_ms": 910.5}}},
+		},
+		{
+			// The library's middleware started its clock 9 ms after the
+			// gateway's span: the callee's budget is what was really left.
+			name:  "increase within the clock-start allowance",
+			spans: caller(sp{id: 3, parent: 2, svc: "order", name: "POST /order", kind: server, start: 110, end: 990, attrs: attrs(rem(909))}),
 		},
 		{
 			name:  "budget received only as a header",

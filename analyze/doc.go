@@ -36,25 +36,35 @@
 // of one logical call, in start order. An explicit attempt number (from
 // schema.ReadBudget on the call, or on the callee's span from headers such as
 // x-envoy-attempt-count) decides: 1, or a number not above the previous one,
-// starts a new call. Without one, a sibling continues the previous call only
-// if the previous attempt failed (error status, timeout, 5xx, 429, a gRPC
-// error) and had ended when it started; identical successful or overlapping
-// siblings are separate calls, as in a handler that queries a table in a
-// loop.
+// starts a new call. Without one, a sibling continues a call whose last
+// attempt failed (error status, timeout, 5xx, 429, a gRPC error) and had
+// ended when it started; identical successful or overlapping siblings are
+// separate calls, as in a handler that queries a table in a loop, fans out
+// to shards or hedges a request.
 //
 // # Time and budget
 //
 // R at a span is the minimum, over the span and its ancestors carrying
 // budget.remaining_ms (or a budget inferred from headers), of that budget
 // minus the time elapsed since that ancestor started; a reset below never
-// raises it. G, the instant a span's callers stopped waiting, is the earliest
+// raises it. A recorded budget may have been read up to the skew tolerance
+// after its span started (a middleware runs after the SERVER span began),
+// so the verdicts that need R to be small enough must hold for that much
+// more (clockSlack).
+//
+// Asynchronous boundaries: a CONSUMER span under another service's span, or
+// any child of a PRODUCER span, starts a new chain. Nobody waits for it, so
+// neither the publisher's deadline nor its callers giving up reach it;
+// only a budget the message carried (on the consumer's span) does. G, the instant a span's callers stopped waiting, is the earliest
 // of the ends of its CLIENT ancestors (a PRODUCER does not wait), the root
 // deadline (the root's start plus its budget or, when the root carries none,
 // that of the topmost hop with budget.source=edge) and any budget.cancelled
 // event on the span or its ancestors.
 //
-// Clock skew: a CLIENT span that got its response (neither timed out nor
-// cancelled) bounds its SERVER child. A child sticking out by more than the
+// Clock skew: a CLIENT span that got its server's answer (gotAnswer: it
+// neither timed out nor was cancelled, in any status convention, and it
+// succeeded or failed with the same outcome as its server) bounds its
+// SERVER child. A child sticking out by more than the
 // skew tolerance is moved, with its subtree, to the middle of the client (or
 // to the client's start when it is longer than the client) and reported as a
 // Skew. A client that gave up bounds nothing, so its server running late is
@@ -86,9 +96,10 @@
 // Per trace, the leaf calls (CLIENT/PRODUCER spans with no call below) are
 // grouped by path; calls is the size of a group and levels the number of
 // distinct call paths above and including those calls where a logical call
-// was attempted more than once. It fires at levels ≥ 2, or at calls ≥ the
-// threshold when at least one level retried: fan-out without retries is not
-// amplification.
+// was attempted more than once. It fires at levels ≥ 2, or when one level
+// retried and calls reach the threshold times the calls the path would have
+// had without retries: fan-out without retries is not amplification, and
+// neither is one retried shard among many.
 //
 // # Edge statistics
 //
@@ -96,7 +107,10 @@
 // attempt contributes a call (a retry when its attempt is > 1), its timeout,
 // and a latency: the callee's own SERVER/CONSUMER span when it recorded one
 // (the caller's span stops at its timeout, the callee's does not), the call
-// span otherwise. An entry span whose caller's client was not instrumented
+// span otherwise; a PRODUCER's own span, since it never waits for its
+// consumer. A callee that stopped at the deadline it was given counts as a
+// call but not as a latency: that is when its budget ran out, not how long
+// its work takes. An entry span whose caller's client was not instrumented
 // counts as a call with its own duration. Latency quantiles come from a
 // bounded log-bucketed sketch with 1 % relative error; timeouts are counted
 // exactly while an edge has at most 32 distinct values and sketched beyond.

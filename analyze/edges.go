@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"math"
 	"sort"
 
 	"github.com/budgetd/budgetd/schema"
@@ -59,6 +60,30 @@ type callSample struct {
 	hasTimeout bool
 	timeoutMs  float64
 	latencyMs  float64
+	// atDeadline marks a callee that stopped at the deadline it was given
+	// (stoppedAtDeadline): its latency says when the budget ran out, not
+	// how long the work takes, so it is counted as a call but kept out of
+	// the latency quantiles.
+	atDeadline bool
+}
+
+// stoppedAtDeadline reports whether entry hop h ended when its budget ran
+// out: within the width of one timer's firings (clusterWidth of the budget,
+// at least the default skew tolerance) of its remaining budget, recorded or
+// inferred. Such a callee honoured the deadline its caller passed down; a
+// caller whose timeout is that same deadline sees it "take" exactly its
+// timeout, which is no latency_inversion (DESIGN §5, the recommended design
+// is clean).
+func stoppedAtDeadline(h *schema.Hop) bool {
+	r := h.RemainingMs
+	if r == nil {
+		r = h.InferredRemainingMs
+	}
+	if r == nil || *r <= 0 {
+		return false
+	}
+	width := max(clusterWidth**r, defaultSkewToleranceMs)
+	return math.Abs(nsToMs(int64(h.DurationNs))-*r) <= width
 }
 
 // spanRef identifies a span across traces.
@@ -105,15 +130,18 @@ func eachCall(hops []schema.Hop, fn func(callSample)) {
 		switch {
 		case h.Kind.IsCall():
 			s := callSample{key: key, startNs: h.StartNs, retry: h.Attempt > 1, latencyMs: nsToMs(int64(h.DurationNs))}
-			if j, ok := child[spanRef{h.TraceID, h.SpanID}]; ok {
+			// A producer waits for the broker, not for the consumer, which
+			// runs later: its latency is its own.
+			if j, ok := child[spanRef{h.TraceID, h.SpanID}]; ok && h.Kind == schema.KindClient {
 				s.latencyMs = nsToMs(int64(hops[j].DurationNs))
+				s.atDeadline = stoppedAtDeadline(&hops[j])
 			}
 			if h.TimeoutMs != nil {
 				s.hasTimeout, s.timeoutMs = true, *h.TimeoutMs
 			}
 			fn(s)
 		case h.Kind.IsEntry() && h.CallerService != "" && !calls[spanRef{h.TraceID, h.ParentSpanID}]:
-			fn(callSample{key: key, startNs: h.StartNs, latencyMs: nsToMs(int64(h.DurationNs))})
+			fn(callSample{key: key, startNs: h.StartNs, latencyMs: nsToMs(int64(h.DurationNs)), atDeadline: stoppedAtDeadline(h)})
 		}
 	}
 }
@@ -132,7 +160,9 @@ func (a *edgeAgg) add(s *callSample) {
 	if s.retry {
 		a.retries++
 	}
-	a.latency.add(s.latencyMs)
+	if !s.atDeadline {
+		a.latency.add(s.latencyMs)
+	}
 	if s.hasTimeout {
 		a.timeouts.add(s.timeoutMs)
 	}

@@ -26,7 +26,7 @@ func (v *view) expiredOnArrival(now time.Time, out []schema.Finding) []schema.Fi
 		}
 		r, ok := v.remaining(i)
 		late := nd.hasGiveUp && nd.start > nd.giveUp+v.tolNs
-		if !(ok && r <= 0) && !late {
+		if !(ok && r+v.slackMs(i) <= 0) && !late {
 			continue
 		}
 		when := ""

@@ -255,7 +255,7 @@ func (v *view) waitSamples(fn func(waitSample)) {
 		case f.Cancelled || len(f.Cancellations) > 0:
 			continue
 		case f.TimedOut:
-			if v.calleeAnswered(i) {
+			if v.calleeAnswered(i) || v.endsWithAncestor(i) {
 				continue
 			}
 			w.gaveUp = true
@@ -266,6 +266,44 @@ func (v *view) waitSamples(fn func(waitSample)) {
 	}
 }
 
+// endsWithAncestor reports whether timed-out call i ended when a deadline
+// above it did (DESIGN §5, the recommended design is clean): at the instant
+// a caller on its ancestor chain stopped waiting (G: a CLIENT ancestor's
+// end, the root deadline, a cancellation), at the recorded deadline D, or
+// at the end of the root entry when that timed out itself. A hop that passes
+// its caller's deadline on (grpc-go does it natively with grpc-timeout)
+// times out at the same instant as everyone above it; that wait is the
+// caller's deadline, no evidence of a timeout of the hop's own, and
+// clustering it would "infer" a timeout on every edge that always reaches
+// what is left. The instants agree within the width of one timer's firings
+// (clusterWidth of the wait, at least the skew tolerance). A call whose own
+// timeout fires first ends earlier than all of them and is kept.
+func (v *view) endsWithAncestor(i int) bool {
+	nd := &v.n[i]
+	width := max(int64(clusterWidth*float64(nd.end-nd.start)), v.tolNs)
+	near := func(at int64) bool { return at <= nd.end+width && at >= nd.end-width }
+	if nd.hasGiveUp && near(nd.giveUp) {
+		return true
+	}
+	if nd.hasDeadline && near(nd.deadline) {
+		return true
+	}
+	// The root entry's own end: a root that timed out at the instant its
+	// call did either gave up with it (one deadline) or failed because of
+	// it, and then the call's timeout was below the root's deadline and
+	// cannot be an inversion either. An inner hop's end is no such
+	// evidence: a hop that reset the deadline returns when its own call
+	// times out, long after the deadline above it.
+	j := i
+	for ; v.n[j].parent >= 0; j = v.n[j].parent {
+		if v.asyncStart(j) {
+			return false
+		}
+	}
+	rf := &v.n[j].facts
+	return j != i && v.isRoot(j) && v.t.Spans[j].Kind.IsEntry() && rf.TimedOut && !rf.Cancelled && near(v.n[j].end)
+}
+
 // calleeAnswered reports whether timed-out call i ended with an answer: an
 // HTTP status (a 504 or 408) and a callee span that ended no later than the
 // call. That is the callee's own deadline speaking, not the caller's timer.
@@ -273,29 +311,17 @@ func (v *view) waitSamples(fn func(waitSample)) {
 // whose callee ran on past it was answered by something in between, a proxy
 // on the caller's side giving up for it.
 func (v *view) calleeAnswered(i int) bool {
-	if _, ok := v.t.Spans[i].Attrs.Get(schema.AttrHTTPStatusCode); !ok {
+	if httpStatus(v.t.Spans[i].Attrs) < 0 {
 		return false
 	}
 	ec := v.entryChild(i)
 	return ec >= 0 && v.n[ec].end <= v.n[i].end+v.tolNs
 }
 
-// answerAttrs are the attributes that carry the status of an answer.
-var answerAttrs = [...]string{schema.AttrHTTPStatusCode, schema.AttrRPCGRPCStatusCode, schema.AttrRPCResponseStatusCode}
-
 // answered reports whether span i shows that an answer came back: a status
-// code, or no error at all.
+// code, in either semantic-convention generation, or no error at all.
 func (v *view) answered(i int) bool {
-	if !v.n[i].isError {
-		return true
-	}
-	as := v.t.Spans[i].Attrs
-	for _, k := range answerAttrs {
-		if _, ok := as.Get(k); ok {
-			return true
-		}
-	}
-	return false
+	return !v.n[i].isError || responseCode(v.t.Spans[i].Attrs) != ""
 }
 
 // estimateFunc returns an edge's timeout estimate when it is usable.
@@ -334,7 +360,7 @@ func (v *view) infer(est estimateFunc) {
 	for _, i := range v.order {
 		nd := &v.n[i]
 		s := &v.t.Spans[i]
-		if p := nd.parent; p >= 0 {
+		if p := nd.parent; p >= 0 && !v.asyncStart(i) {
 			pn := &v.n[p]
 			nd.infDeadline, nd.infEdge = pn.infDeadline, pn.infEdge
 			if v.t.Spans[p].Kind == schema.KindClient && pn.timeout.known {

@@ -61,14 +61,35 @@ func TestOrphanedWork(t *testing.T) {
 			want: []want{{span: 3, severity: schema.SeverityWarning, evidence: map[string]float64{"orphaned_ms": 200}}},
 		},
 		{
-			name: "consumer running past the root deadline",
+			// The message carried what was left of the request's budget:
+			// its deadline crosses the queue.
+			name: "consumer running past the deadline its message carried",
+			spans: build(1,
+				sp{id: 1, svc: "checkout", name: "POST /checkout", kind: server, start: 0, end: 200, attrs: attrs(rem(1000))},
+				sp{id: 2, parent: 1, svc: "checkout", name: "publish order", kind: producer, start: 50, end: 60},
+				sp{id: 3, parent: 2, svc: "mailer", name: "process order", kind: consumer, start: 100, end: 1800, attrs: attrs(rem(900))},
+			),
+			want:    []want{{span: 3, severity: schema.SeverityWarning, evidence: map[string]float64{"orphaned_ms": 800}}},
+			message: "after the request's deadline passed",
+		},
+		{
+			// Asynchronous work: nobody waits for the consumer, and a
+			// message without a budget starts a chain of its own.
+			name: "consumer of a message without a budget runs past the publisher's deadline",
 			spans: build(1,
 				sp{id: 1, svc: "checkout", name: "POST /checkout", kind: server, start: 0, end: 200, attrs: attrs(rem(1000))},
 				sp{id: 2, parent: 1, svc: "checkout", name: "publish order", kind: producer, start: 50, end: 60},
 				sp{id: 3, parent: 2, svc: "mailer", name: "process order", kind: consumer, start: 100, end: 1800},
 			),
-			want:    []want{{span: 3, severity: schema.SeverityWarning, evidence: map[string]float64{"orphaned_ms": 800}}},
-			message: "after the request's deadline passed",
+		},
+		{
+			name: "consumer started after the publisher's client gave up",
+			spans: build(1,
+				sp{id: 1, svc: "web", name: "POST /signup", kind: client, start: 0, end: 100},
+				sp{id: 2, parent: 1, svc: "accounts", name: "POST /signup", kind: server, start: 5, end: 90},
+				sp{id: 3, parent: 2, svc: "accounts", name: "publish welcome", kind: producer, start: 50, end: 60},
+				sp{id: 4, parent: 3, svc: "mailer", name: "process welcome", kind: consumer, start: 400, end: 900},
+			),
 		},
 		{
 			name: "work after a budget.cancelled event",

@@ -20,9 +20,11 @@ import (
 // logical call leading to one of those leaf calls was attempted more than
 // once. Three layers retrying 2, 2 and 3 times give calls = 12, levels = 3.
 //
-// The finding fires when levels ≥ 2, or when calls reach the configured
-// threshold and at least one level retried: fan-out without any retry (a
-// handler querying a table in a loop) is not retry amplification.
+// The finding fires when levels ≥ 2, or when one level retried and calls
+// reach the configured threshold times the calls the path would have had
+// without any retry (firstTries): fan-out without any retry (a handler
+// querying a table in a loop, a scatter to shards, a hedge) is not retry
+// amplification, and neither is one retried shard among four.
 //
 // Severity: critical when retries multiplied at three or more levels or calls
 // reach three times the threshold; warning otherwise. The finding sits on the
@@ -54,7 +56,7 @@ func (v *view) retryAmplifications(now time.Time, out []schema.Finding) []schema
 			continue
 		}
 		levels := v.retryLevels(g.spans)
-		if levels == 0 || (levels < 2 && calls < threshold) {
+		if levels == 0 || (levels < 2 && calls < threshold*v.firstTries(g.spans)) {
 			continue
 		}
 		sort.Slice(g.spans, func(a, b int) bool { return g.spans[a] < g.spans[b] }) // span order is start order
@@ -96,4 +98,23 @@ func (v *view) retryLevels(leaves []int) int {
 		}
 	}
 	return len(levels)
+}
+
+// firstTries counts the leaf calls that are first attempts all the way
+// down: the call and every call above it is attempt 1. It is how many calls
+// the path would have had if nothing had been retried (at least 1, for a
+// partial trace whose first attempts are missing). Concurrent siblings are
+// separate calls (groupCalls), so fan-out and hedges count here.
+func (v *view) firstTries(leaves []int) int {
+	n := 0
+	for _, i := range leaves {
+		first := true
+		for j := i; j >= 0 && first; j = v.n[j].parent {
+			first = v.n[j].call < 0 || v.n[j].attempt <= 1
+		}
+		if first {
+			n++
+		}
+	}
+	return max(n, 1)
 }

@@ -17,8 +17,12 @@ type p50Func func(k edgeKey) (float64, bool)
 // edge (DESIGN §5, retry_without_budget): an attempt that cannot finish only
 // adds load to a callee that is already failing.
 //
-// expected_ms is the edge's p50; it is left out when the edge has too few
-// samples and the attempt fires on R ≤ 0 alone.
+// expected_ms is the edge's p50. Before the edge has MinEdgeSamples, the
+// trace's own evidence stands in (earlierAttemptsNeed): when every earlier
+// attempt of the same call timed out, the shortest of them is what an
+// attempt needs at least, and a retry started with less time left cannot
+// finish either (an attempt with nothing left fires without it). expected_ms
+// is left out when neither is known and the attempt fires on R ≤ 0 alone.
 //
 // Severity: critical when nothing was left; warning when some time was left
 // but less than the median call takes.
@@ -37,14 +41,23 @@ func (v *view) retriesWithoutBudget(now time.Time, p50 p50Func, out []schema.Fin
 		if p50 != nil {
 			expected, known = p50(edgeKey{nd.callerSvc, nd.callerOp, nd.calleeSvc, nd.calleeOp})
 		}
-		if r > 0 && !(known && r < expected) {
+		fromTrace := false
+		if !known && r > 0 {
+			expected, known = v.earlierAttemptsNeed(i)
+			fromTrace = known
+		}
+		if r+v.slackMs(i) > 0 && !(known && r < expected) {
 			continue
 		}
 		ev := map[string]float64{"remaining_ms": r, "attempt": float64(nd.attempt)}
 		markInferred(ev, eff)
 		sev := schema.SeverityCritical
 		tail := ""
-		if known {
+		switch {
+		case fromTrace:
+			ev["expected_ms"] = expected
+			tail = " while every earlier attempt ran " + fmtMs(expected) + " ms or more without an answer"
+		case known:
 			ev["expected_ms"] = expected
 			tail = " while a call typically takes " + fmtMs(expected) + " ms"
 		}
@@ -60,4 +73,29 @@ func (v *view) retriesWithoutBudget(now time.Time, p50 p50Func, out []schema.Fin
 		out = append(out, v.spanFinding(schema.KindRetryWithoutBudget, i, sev, now, ev, msg))
 	}
 	return out
+}
+
+// earlierAttemptsNeed returns the least time an attempt of call span i's
+// logical call needs, as the trace itself shows it: the shortest of the
+// earlier attempts, when every one of them timed out (in any convention,
+// not cancelled) and so ran for at least that long without an answer. An
+// earlier attempt that failed fast, or was cancelled, says nothing about
+// how long the work takes.
+func (v *view) earlierAttemptsNeed(i int) (float64, bool) {
+	nd := &v.n[i]
+	need, any := 0.0, false
+	for _, j := range v.calls[nd.call].spans {
+		if j == i || v.n[j].attempt >= nd.attempt || v.n[j].start >= nd.start {
+			continue
+		}
+		f := &v.n[j].facts
+		if !f.TimedOut || f.Cancelled || len(f.Cancellations) > 0 {
+			return 0, false
+		}
+		d := nsToMs(v.n[j].end - v.n[j].start)
+		if !any || d < need {
+			need, any = d, true
+		}
+	}
+	return need, any
 }

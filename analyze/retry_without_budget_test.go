@@ -52,9 +52,38 @@ func TestRetryWithoutBudget(t *testing.T) {
 			approx: []string{"expected_ms"},
 		},
 		{
-			name:  "too few samples to trust the median",
+			// The edge's median is not trusted yet, but the trace shows the
+			// first attempt ran 700 ms to its timeout: 250 ms cannot do.
+			name:  "too few samples: the earlier attempt's timeout stands in",
 			warm:  19,
 			spans: retry(750),
+			want:  []want{{span: 3, severity: schema.SeverityWarning, evidence: map[string]float64{"remaining_ms": 250, "attempt": 2, "expected_ms": 700}}},
+		},
+		{
+			// A first attempt that failed fast (a 503 after 20 ms) says
+			// nothing about how long the work takes.
+			name: "too few samples and an earlier attempt that failed fast",
+			warm: 19,
+			spans: build(1,
+				sp{id: 1, svc: "order", name: "POST /order", kind: server, start: 0, end: 1300, attrs: attrs(rem(1000))},
+				sp{id: 2, parent: 1, svc: "order", name: "GET", kind: client, start: 700, end: 720, status: schema.StatusError,
+					attrs: attrs(peerSvc("stock"), tmo(700), schema.Int(schema.AttrHTTPStatusCode, 503))},
+				sp{id: 3, parent: 1, svc: "order", name: "GET", kind: client, start: 750, end: 850, attrs: attrs(peerSvc("stock"))},
+			),
+		},
+		{
+			// Two attempts timed out after 300 and 350 ms: 250 ms left is
+			// less than either needed.
+			name: "too few samples: the shortest of several timed-out attempts",
+			spans: build(1,
+				sp{id: 1, svc: "order", name: "POST /order", kind: server, start: 0, end: 1300, attrs: attrs(rem(1000))},
+				sp{id: 2, parent: 1, svc: "order", name: "GET", kind: client, start: 10, end: 360, attrs: attrs(peerSvc("stock"), timedOut())},
+				sp{id: 3, parent: 1, svc: "order", name: "GET", kind: client, start: 400, end: 700, attrs: attrs(peerSvc("stock"), timedOut())},
+				sp{id: 4, parent: 1, svc: "order", name: "GET", kind: client, start: 750, end: 850, attrs: attrs(peerSvc("stock"))},
+			),
+			want: []want{
+				{span: 4, severity: schema.SeverityWarning, evidence: map[string]float64{"remaining_ms": 250, "attempt": 3, "expected_ms": 300}},
+			},
 		},
 		{
 			name:  "retry with more time than the median",

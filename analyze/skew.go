@@ -22,7 +22,7 @@ type Skew struct {
 }
 
 // correctSkew sets every span's start and end on its caller's clock, parents
-// first. A server span under a client that responded is moved inside that
+// first. A server span under a client that got its answer (gotAnswer) is moved inside that
 // client when it sticks out by more than the skew tolerance: centred when it
 // is shorter than the client (the best guess at equal network delays both
 // ways), aligned with the client's start when it is longer (it cannot have
@@ -39,7 +39,7 @@ func (v *view) correctSkew() {
 		nd.start, nd.end = start+nd.shift, end+nd.shift
 
 		p := nd.parent
-		if p < 0 || !s.Kind.IsEntry() || !v.responded(p) {
+		if p < 0 || !s.Kind.IsEntry() || !v.gotAnswer(p, i) {
 			continue
 		}
 		pn := &v.n[p]

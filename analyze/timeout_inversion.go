@@ -35,8 +35,12 @@ func (v *view) timeoutInversions(now time.Time, out []schema.Finding) []schema.F
 		if !ok {
 			continue
 		}
-		reachesCaller := timeout.ms < r.ms && v.reachesCallerTimeout(i, timeout)
-		if timeout.ms < r.ms && !reachesCaller {
+		left := r.ms
+		if !r.inferred {
+			left += v.slackMs(i)
+		}
+		reachesCaller := timeout.ms < left && v.reachesCallerTimeout(i, timeout)
+		if timeout.ms < left && !reachesCaller {
 			continue
 		}
 		sev := schema.SeverityWarning

@@ -35,9 +35,27 @@ func TestTimeoutInversion(t *testing.T) {
 			name: "timeout equal to the remaining budget is an inversion",
 			spans: build(1,
 				sp{id: 1, svc: "gateway", name: "GET /checkout", kind: server, start: 0, end: 1200, attrs: attrs(rem(1000))},
-				sp{id: 2, parent: 1, svc: "gateway", name: "POST /order", kind: client, start: 100, end: 1100, attrs: attrs(tmo(900))},
+				sp{id: 2, parent: 1, svc: "gateway", name: "POST /order", kind: client, start: 0, end: 1000, attrs: attrs(tmo(1000))},
 			),
-			want: []want{{span: 2, severity: schema.SeverityWarning, evidence: map[string]float64{"remaining_ms": 900, "timeout_ms": 900}}},
+			want: []want{{span: 2, severity: schema.SeverityWarning, evidence: map[string]float64{"remaining_ms": 1000, "timeout_ms": 1000}}},
+		},
+		{
+			// The gateway's middleware may have read its budget up to 5 ms
+			// (the skew tolerance) after its span started, before the first
+			// call: a timeout the deadline explains then is no inversion.
+			name: "timeout within the clock-start allowance",
+			spans: build(1,
+				sp{id: 1, svc: "gateway", name: "GET /checkout", kind: server, start: 0, end: 1200, attrs: attrs(rem(1000))},
+				sp{id: 2, parent: 1, svc: "gateway", name: "POST /order", kind: client, start: 100, end: 1100, attrs: attrs(tmo(904))},
+			),
+		},
+		{
+			name: "timeout just past the clock-start allowance",
+			spans: build(1,
+				sp{id: 1, svc: "gateway", name: "GET /checkout", kind: server, start: 0, end: 1200, attrs: attrs(rem(1000))},
+				sp{id: 2, parent: 1, svc: "gateway", name: "POST /order", kind: client, start: 100, end: 1100, attrs: attrs(tmo(905))},
+			),
+			want: []want{{span: 2, severity: schema.SeverityWarning, evidence: map[string]float64{"remaining_ms": 900, "timeout_ms": 905}}},
 		},
 		{
 			name: "timeout inside the remaining budget",

@@ -59,7 +59,7 @@ func (v *view) unfundedRetryPolicies(now time.Time, out []schema.Finding) []sche
 		}
 		n := float64(maxAttempts)
 		required := n*(*timeout) + (n-1)*b
-		if required <= r {
+		if required <= r+v.slackMs(first) {
 			continue
 		}
 		sev := schema.SeverityWarning

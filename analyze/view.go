@@ -60,6 +60,7 @@ type node struct {
 
 	hasDeadline bool
 	deadline    int64 // D: earliest deadline of any budgeted ancestor-or-self
+	clockSlack  int64 // how much later D may really be (clockSlack of the span that set it)
 	hasEdge     bool
 	edge        int64 // the root deadline: the root's budget, or the topmost source=edge one
 
@@ -187,29 +188,6 @@ func msToNs(ms float64) int64 { return int64(math.Round(ms * 1e6)) }
 
 // nsToMs converts nanoseconds to milliseconds.
 func nsToMs(ns int64) float64 { return float64(ns) / 1e6 }
-
-// outcome decides whether a span ended in error and whether a retry policy
-// would retry it. Beyond the OTLP status, budgetd reads the response codes
-// itself because not every instrumentation sets the status on a 5xx or on a
-// gRPC failure.
-func outcome(s *schema.Span, f *schema.BudgetFacts) (isError, failed bool) {
-	isError = s.StatusCode == schema.StatusError || f.TimedOut
-	http := intAttr(s.Attrs, schema.AttrHTTPStatusCode)
-	if http >= 500 {
-		isError = true
-	}
-	if g := intAttr(s.Attrs, schema.AttrRPCGRPCStatusCode); g > 0 {
-		// On the calling side every non-OK code is an error; on the serving
-		// side only the codes semantic conventions call server errors.
-		switch {
-		case s.Kind.IsCall():
-			isError = true
-		case g == 2 || g == 4 || g == 12 || g == 13 || g == 14 || g == 15:
-			isError = true
-		}
-	}
-	return isError, isError || http == 429
-}
 
 // intAttr reads an integer attribute, or -1 when it is absent or unusable.
 func intAttr(as schema.Attributes, key string) int64 {
@@ -346,10 +324,21 @@ type attemptCand struct {
 
 // splitAttempts numbers the attempts among candidate siblings, in start
 // order, and opens logical calls.
+//
+// An explicit attempt number continues the call opened last when it is
+// above that call's last attempt, and starts a new call otherwise. Without
+// one, a sibling is the next attempt of a call whose last attempt failed
+// and had ended when the sibling started (the latest such call, when
+// several fan-out calls failed); otherwise it is a new call. Concurrent
+// siblings are therefore never attempts of one another: fan-out to shards
+// and hedged requests are separate calls (DESIGN §5).
 func (v *view) splitAttempts(cands []attemptCand) {
-	cur := -1
-	var last uint32
-	prev := -1
+	type open struct {
+		call    int
+		last    int    // span of the call's latest attempt
+		attempt uint32 // its attempt number
+	}
+	var opens []open
 	for _, c := range cands {
 		i := c.i
 		explicit := v.n[i].facts.Attempt
@@ -358,29 +347,47 @@ func (v *view) splitAttempts(cands []attemptCand) {
 				explicit = v.n[ec].facts.Attempt
 			}
 		}
-		var attempt uint32
-		newCall := cur < 0
+		cont := -1 // index in opens of the call i continues
+		attempt := uint32(1)
 		switch {
 		case explicit > 0:
 			attempt = explicit
-			newCall = newCall || explicit <= last
-		case !newCall && v.n[prev].failed && v.t.Spans[i].StartNs >= v.t.Spans[prev].EndNs:
-			attempt = last + 1
+			if k := len(opens) - 1; k >= 0 && explicit > opens[k].attempt {
+				cont = k
+			}
 		default:
-			attempt, newCall = 1, true
+			start := v.t.Spans[i].StartNs
+			for k := range opens {
+				last := &v.t.Spans[opens[k].last]
+				if !v.n[opens[k].last].failed || start < last.EndNs {
+					continue
+				}
+				if cont < 0 || last.EndNs > v.t.Spans[opens[cont].last].EndNs {
+					cont = k
+				}
+			}
+			if cont >= 0 {
+				attempt = opens[cont].attempt + 1
+			}
 		}
-		if newCall {
+		if cont < 0 {
 			v.calls = append(v.calls, logicalCall{})
-			cur = len(v.calls) - 1
+			opens = append(opens, open{call: len(v.calls) - 1})
+			cont = len(opens) - 1
 		}
-		lc := &v.calls[cur]
+		o := &opens[cont]
+		lc := &v.calls[o.call]
 		lc.spans = append(lc.spans, i)
 		if attempt > 1 || len(lc.spans) > 1 {
 			lc.multiplied = true
 		}
-		v.n[i].call = cur
+		v.n[i].call = o.call
 		v.n[i].attempt = attempt
-		last, prev = attempt, i
+		o.last, o.attempt = i, attempt
+		// A call opened later is where an explicit attempt number continues.
+		if cont != len(opens)-1 {
+			opens = append(append(opens[:cont:cont], opens[cont+1:]...), *o)
+		}
 	}
 }
 
@@ -412,21 +419,19 @@ func serviceName(s string) string {
 	return s
 }
 
-// responded reports whether client span i got its response: it neither timed
-// out nor was cancelled. Only such a client bounds its server in time.
-func (v *view) responded(i int) bool {
-	f := &v.n[i].facts
-	return v.t.Spans[i].Kind == schema.KindClient && !f.TimedOut && len(f.Cancellations) == 0
-}
-
 // budgets computes, parents first, each span's deadline D, the root deadline
-// and the give-up instant G, and from G the orphaned work of entry spans.
+// and the give-up instant G.
+//
+// Nothing crosses an asynchronous boundary (asyncStart) unless the message
+// carried a budget: a consumer starts a new chain, whose deadline is the one
+// its message brought, if any, and whose callers are nobody.
 func (v *view) budgets() {
 	for _, i := range v.order {
 		nd := &v.n[i]
-		if p := nd.parent; p >= 0 {
+		async := v.asyncStart(i)
+		if p := nd.parent; p >= 0 && !async {
 			pn := &v.n[p]
-			nd.hasDeadline, nd.deadline = pn.hasDeadline, pn.deadline
+			nd.hasDeadline, nd.deadline, nd.clockSlack = pn.hasDeadline, pn.deadline, pn.clockSlack
 			nd.hasEdge, nd.edge = pn.hasEdge, pn.edge
 			nd.hasGiveUp, nd.giveUp, nd.giveUpWhy, nd.giveUpBy = pn.hasGiveUp, pn.giveUp, pn.giveUpWhy, pn.giveUpBy
 			if v.t.Spans[p].Kind == schema.KindClient {
@@ -436,12 +441,13 @@ func (v *view) budgets() {
 		if r := nd.facts.RemainingMs; r != nil {
 			d := nd.start + msToNs(*r)
 			if !nd.hasDeadline || d < nd.deadline {
-				nd.hasDeadline, nd.deadline = true, d
+				nd.hasDeadline, nd.deadline, nd.clockSlack = true, d, v.clockSlack(i)
 			}
 			// The root deadline is the root's budget. When the root has none
 			// (a browser or mobile client without instrumentation for it),
-			// the topmost hop that set the budget by policy stands in.
-			if !nd.hasEdge && v.isRoot(nd.top) && (nd.parent < 0 || nd.facts.Source == schema.SourceEdge) {
+			// the topmost hop that set the budget by policy stands in. A
+			// message's budget is the root deadline of the chain it starts.
+			if !nd.hasEdge && (async || v.isRoot(nd.top) && (nd.parent < 0 || nd.facts.Source == schema.SourceEdge)) {
 				nd.hasEdge, nd.edge = true, d
 			}
 		}
@@ -452,6 +458,48 @@ func (v *view) budgets() {
 			nd.earlierGiveUp(clampTime(c.TimeNs)+nd.shift, giveUpCancel, c.Source)
 		}
 	}
+}
+
+// asyncStart reports whether span i starts a new chain of waiting across an
+// asynchronous boundary (DESIGN §5): it is a child of a PRODUCER span, or a
+// CONSUMER span under a span of another service. Whoever published the
+// message did not wait for it to be processed, so neither their deadline
+// nor their giving up reaches the consumer, unless the message carried a
+// budget of its own (budget.remaining_ms or a budget header on the
+// consumer's span). Span links never carry a deadline: they are not
+// parents.
+func (v *view) asyncStart(i int) bool {
+	p := v.n[i].parent
+	if p < 0 {
+		return false
+	}
+	ps, s := &v.t.Spans[p], &v.t.Spans[i]
+	return ps.Kind == schema.KindProducer || (s.Kind == schema.KindConsumer && ps.Service != s.Service)
+}
+
+// clockSlack returns how much later than span i's start its recorded
+// budget may have been read (nanoseconds).
+//
+// budget.remaining_ms is the budget the hop had when it started the
+// request, but instrumentation reads it where it can: a middleware or an
+// interceptor that runs after the SERVER span started and before the
+// handler's first operation. Which instant in between is not recorded. R is
+// computed from the span's start, and the verdicts that rest on R being
+// small enough (timeout_inversion, budget_reset, unfunded_retry_policy,
+// expired_on_arrival) must also hold had the clock started this much later:
+// up to the start of the span's first child (or its end), and no more than
+// the skew tolerance. A budget read from a request header was sent before
+// the span started and needs no allowance.
+func (v *view) clockSlack(i int) int64 {
+	nd := &v.n[i]
+	if nd.facts.Inferred {
+		return 0
+	}
+	at := min(nd.end, nd.start+v.tolNs)
+	for _, c := range v.t.Children[i] {
+		at = min(at, v.n[c].start)
+	}
+	return max(at-nd.start, 0)
 }
 
 // orphans computes the orphaned work of entry spans from G. Where no root
@@ -479,6 +527,10 @@ func (nd *node) earlierGiveUp(at int64, why giveUpReason, by string) {
 		nd.hasGiveUp, nd.giveUp, nd.giveUpWhy, nd.giveUpBy = true, at, why, by
 	}
 }
+
+// slackMs is span i's clockSlack in milliseconds: how much more than R the
+// request may really have had left at span i (0 when R was not recorded).
+func (v *view) slackMs(i int) float64 { return nsToMs(v.n[i].clockSlack) }
 
 // remaining returns R at span i's start: the deadline D minus the start.
 func (v *view) remaining(i int) (float64, bool) {
