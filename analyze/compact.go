@@ -13,6 +13,14 @@ import (
 // attributes, links and other attributes are most of its memory and none of
 // the analysis.
 //
+// Of the status description and the exception events, the detectors read
+// only whether they say the span timed out or was cancelled
+// (schema.ReadBudget), so Compact keeps that verdict and not the text: the
+// description becomes schema.StatusEvidence's constant for it ("" when they
+// say neither) and the exception events are dropped. A held span costs no
+// bytes for them however long its messages were, and ReadBudget reads the
+// same TimedOut and Cancelled from it (TestCompactKeepsTimeoutVerdict).
+//
 // The kept strings are copied: spans decoded from one buffer (a
 // write-ahead-log record) share its memory, and a held span must not keep
 // a whole record alive. They are copied into one string per span, and
@@ -21,7 +29,8 @@ import (
 // one per string; BenchmarkHeldSpans measures it.
 func Compact(s schema.Span) schema.Span {
 	c := s
-	c.ResourceAttrs, c.Links, c.TraceState, c.StatusMessage, c.ScopeName, c.ScopeVersion = nil, nil, "", "", "", ""
+	c.ResourceAttrs, c.Links, c.TraceState, c.ScopeName, c.ScopeVersion = nil, nil, "", "", ""
+	c.StatusMessage = schema.StatusEvidence(&s)
 	kept, size := 0, len(s.Service)+len(s.Name)
 	for _, a := range s.Attrs {
 		if _, ok := keptKey(a.Key); ok {

@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -36,4 +37,74 @@ func TestCompactKeepsFindings(t *testing.T) {
 		n++
 	}
 	require.Positive(t, n)
+}
+
+// TestCompactKeepsTimeoutVerdict builds spans from every combination of the
+// status evidence schema.ReadBudget reads (status, description, exception
+// events, status attributes of both semantic-convention generations) and
+// expects the compacted span to read as the same timeout or cancellation,
+// with its text bounded: Compact keeps schema.StatusEvidence's constant and
+// no exception event. schema's TestStatusEvidenceKeepsVerdict checks the
+// same reduction over each case of ReadBudget's own table.
+func TestCompactKeepsTimeoutVerdict(t *testing.T) {
+	const dotnetTimeout = "The request was canceled due to the configured HttpClient.Timeout of 100 seconds elapsing."
+	exc := func(typ, msg string) schema.Event {
+		return schema.Event{Name: schema.EventException, TimeNs: 5, Attrs: schema.Attributes{
+			schema.Str(schema.AttrExceptionType, typ), schema.Str(schema.AttrExceptionMessage, msg), schema.Bool("exception.escaped", true),
+		}}
+	}
+	statuses := []schema.StatusCode{schema.StatusUnset, schema.StatusOK, schema.StatusError}
+	messages := []string{
+		"", "context deadline exceeded", "context canceled", dotnetTimeout,
+		"rpc error: code = Canceled desc = context deadline exceeded",
+		`Get "http://pricing/timeout": connection refused`,
+		strings.Repeat("stack frame ", 1000) + "timeout",
+	}
+	eventSets := [][]schema.Event{
+		nil,
+		{exc("java.net.SocketTimeoutException", "Read timed out")},
+		{exc("System.Threading.Tasks.TaskCanceledException", dotnetTimeout)},
+		{exc("asyncio.CancelledError", "")},
+		{exc("*url.Error", `Get "http://pricing/quote": context deadline exceeded`)},
+		{exc("ValueError", "timeout must be positive")},
+		{{Name: "error", Attrs: schema.Attributes{schema.Str(schema.AttrExceptionType, "TimeoutError")}}},
+		{exc("TimeoutError", ""), exc("System.OperationCanceledException", "The operation was canceled.")},
+	}
+	attrSets := [][]schema.Attr{
+		nil,
+		{schema.Int(schema.AttrRPCGRPCStatusCode, 14)},
+		{schema.Int(schema.AttrRPCGRPCStatusCode, 4)},
+		{schema.Str(schema.AttrRPCResponseStatusCode, "1"), schema.Str(schema.AttrRPCSystemName, "grpc")},
+		{schema.Str(schema.AttrErrorType, "System.Threading.Tasks.TaskCanceledException")},
+		{schema.Int(schema.AttrHTTPStatusCodeOld, 504)},
+		{schema.Int(schema.AttrHTTPStatusCode, 200), schema.Int(schema.AttrHTTPStatusCodeOld, 499)},
+	}
+	cancelled := schema.Event{Name: schema.EventCancelled, TimeNs: 7, Attrs: schema.Attributes{schema.Str(schema.AttrCancelSource, "deadline")}}
+	n, verdicts := 0, map[[2]bool]int{}
+	for _, status := range statuses {
+		for _, msg := range messages {
+			for _, events := range eventSets {
+				for _, attrs := range attrSets {
+					s := schema.Span{
+						Kind: schema.KindClient, Service: "checkout", Name: "POST /charge", StartNs: 1, EndNs: 10,
+						StatusCode: status, StatusMessage: msg,
+						Attrs:  append(schema.Attributes{schema.Str("http.route", "/charge")}, attrs...),
+						Events: append(append([]schema.Event(nil), events...), cancelled),
+					}
+					c := Compact(s)
+					want, got := schema.ReadBudget(&s), schema.ReadBudget(&c)
+					name := fmt.Sprintf("status %v, description %.40q, events %v, attrs %v", status, msg, events, attrs)
+					require.Equal(t, want.TimedOut, got.TimedOut, name)
+					require.Equal(t, want.Cancelled, got.Cancelled, name)
+					require.Equal(t, want.Cancellations, got.Cancellations, name)
+					require.LessOrEqual(t, len(c.StatusMessage), 32, name)
+					require.Equal(t, []schema.Event{cancelled}, c.Events, name)
+					verdicts[[2]bool{want.TimedOut, want.Cancelled}]++
+					n++
+				}
+			}
+		}
+	}
+	// The combinations reach every verdict: none, timeout, cancellation.
+	require.Len(t, verdicts, 3, "%v over %d spans", verdicts, n)
 }

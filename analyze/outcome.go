@@ -7,18 +7,13 @@ import (
 	"github.com/budgetd/budgetd/schema"
 )
 
-// attrHTTPStatusCodeOld is the HTTP status attribute of the semantic
-// conventions before 1.20 (http.status_code), which older instrumentation
-// libraries still emit instead of http.response.status_code.
-const attrHTTPStatusCodeOld = "http.status_code"
-
 // httpStatus returns the span's HTTP response status code, from the current
 // attribute or the older one, or -1 when neither is set.
 func httpStatus(as schema.Attributes) int64 {
 	if c := intAttr(as, schema.AttrHTTPStatusCode); c >= 0 {
 		return c
 	}
-	return intAttr(as, attrHTTPStatusCodeOld)
+	return intAttr(as, schema.AttrHTTPStatusCodeOld)
 }
 
 // grpcCodes maps the gRPC status names that rpc.response.status_code
@@ -32,8 +27,9 @@ var grpcCodes = map[string]int64{
 }
 
 // grpcStatus returns the span's gRPC status code, from rpc.grpc.status_code
-// (a number, older conventions) or rpc.response.status_code (a name or a
-// number, newer ones), or -1 when neither is usable.
+// (a number, older conventions) or rpc.response.status_code (a code name, or
+// a number when rpc.system says grpc, newer ones), or -1 when neither is
+// usable.
 func grpcStatus(as schema.Attributes) int64 {
 	if c := intAttr(as, schema.AttrRPCGRPCStatusCode); c >= 0 {
 		return c
@@ -42,13 +38,27 @@ func grpcStatus(as schema.Attributes) int64 {
 	if !ok {
 		return -1
 	}
-	if n, err := strconv.ParseInt(a.Value, 10, 64); err == nil && n >= 0 {
-		return n
+	if n, err := strconv.ParseInt(a.Value, 10, 64); err == nil {
+		if n >= 0 && isGRPC(as) {
+			return n
+		}
+		return -1
 	}
 	if n, ok := grpcCodes[strings.ToUpper(a.Value)]; ok {
 		return n
 	}
 	return -1
+}
+
+// isGRPC reports whether the span says its RPC system is gRPC, which is
+// when a number in rpc.response.status_code is a gRPC code (JSON-RPC and
+// Dubbo number theirs differently), as schema.ReadBudget reads it.
+func isGRPC(as schema.Attributes) bool {
+	a, ok := as.Get(schema.AttrRPCSystemName)
+	if !ok {
+		a, ok = as.Get(schema.AttrRPCSystem)
+	}
+	return ok && strings.EqualFold(a.Value, "grpc")
 }
 
 // responseCode is the status an answer carried, "http 503" or "grpc 14",

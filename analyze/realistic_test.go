@@ -15,7 +15,7 @@ import (
 func grpcCode(n int64) schema.Attr { return schema.Int(schema.AttrRPCGRPCStatusCode, n) }
 func httpCode(n int64) schema.Attr { return schema.Int(schema.AttrHTTPStatusCode, n) }
 func oldHTTPCode(n int64) schema.Attr {
-	return schema.Int(attrHTTPStatusCodeOld, n)
+	return schema.Int(schema.AttrHTTPStatusCodeOld, n)
 }
 
 // TestAnsweredOrGaveUp: a CLIENT span bounds its SERVER span (clock skew)

@@ -340,7 +340,7 @@ func schemaTables(t *testing.T) map[string]map[string]bool {
 // queries may use (compared in lower case).
 var sqlWords = words(`select from where and or not in as group by order asc desc limit having is null between
 	distinct case when then else end interval
-	count countif sum avg min max quantile quantiles concat todatetime touint64 tounixtimestamp intdiv
+	count countif uniqexact sum avg min max quantile quantiles concat todatetime touint64 tounixtimestamp intdiv
 	round if multiif tostring`)
 
 var (

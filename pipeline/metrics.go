@@ -29,14 +29,16 @@ func newMetrics(reg prometheus.Registerer, p *Pipeline) (*metrics, error) {
 		services: newLabelSet(maxServiceLabels),
 		byService: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "budgetd_findings_total",
-			Help: "Findings by kind, service and callee service. Services beyond the first " +
-				"200 seen are reported as _other to bound label cardinality.",
+			Help: "Distinct findings by kind, service and callee service: each counted once, when first produced, " +
+				"not again when its trace is analysed again or its edge's verdict still holds at the next evaluation. " +
+				"Services beyond the first 200 seen are reported as _other to bound label cardinality.",
 		}, []string{"kind", "service", "callee"}),
 		orphaned: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "budgetd_orphaned_work_seconds_total", Help: "Work done after the caller gave up, by service (_other beyond 200 services).",
+			Name: "budgetd_orphaned_work_seconds_total", Help: "Work done after the caller gave up, by service (_other beyond 200 services), " +
+				"summed over distinct orphaned_work findings.",
 		}, []string{"service"}),
 		amplified: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "budgetd_retry_amplification_calls", Help: "Calls of one leaf edge in one trace, per retry_amplification finding.",
+			Name: "budgetd_retry_amplification_calls", Help: "Calls of one leaf edge in one trace, per distinct retry_amplification finding.",
 			Buckets: []float64{2, 3, 4, 6, 8, 12, 16, 24, 32, 64},
 		}),
 		traces: prometheus.NewCounter(prometheus.CounterOpts{
@@ -46,7 +48,7 @@ func newMetrics(reg prometheus.Registerer, p *Pipeline) (*metrics, error) {
 			Name: "budgetd_analysis_clock_skews_total", Help: "Client/server span pairs whose clocks disagreed beyond the skew tolerance.",
 		}),
 		findings: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "budgetd_analysis_findings_total", Help: "Findings produced, by kind and severity.",
+			Name: "budgetd_analysis_findings_total", Help: "Distinct findings produced, by kind and the severity they first had.",
 		}, []string{"kind", "severity"}),
 		writeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "budgetd_analysis_write_errors_total", Help: "Analysis results that could not be stored after every attempt.",
@@ -56,7 +58,7 @@ func newMetrics(reg prometheus.Registerer, p *Pipeline) (*metrics, error) {
 		}),
 		inferred: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "budgetd_analysis_inferred_findings_total",
-			Help: "Findings resting on an inferred timeout or deadline (evidence.inferred = 1), by kind.",
+			Help: "Distinct findings resting on an inferred timeout or deadline (evidence.inferred = 1), by kind.",
 		}, []string{"kind"}),
 	}
 	if reg == nil {
@@ -120,6 +122,20 @@ func newMetrics(reg prometheus.Registerer, p *Pipeline) (*metrics, error) {
 	return m, nil
 }
 
+// observeFindings counts findings that are new: the finding-counting
+// metrics count distinct findings (by id), as the API's counts do, not
+// analyses or writes. The callers pass only findings not counted before
+// (distinct.go): a trace analysed again (late spans re-opened it) adds only
+// the findings its earlier analysis did not have, and an edge's
+// latency_inversion counts when its verdict starts to hold, not at each
+// evaluation that still finds it. A finding is counted with the figures
+// (severity, orphaned_ms, calls) it first had. What the pipeline remembers
+// is bounded, so a finding is counted again when it comes back after its
+// memory went: an edge verdict that stopped holding at one evaluation and
+// holds again at a later one, a trace re-opened after the findings of
+// analyze.assembly.remember_closed later traces (or 2^20 finding ids) took
+// its place (countedFindings), and anything after a restart or on another
+// replica.
 func (m *metrics) observeFindings(fs []schema.Finding) {
 	for _, f := range fs {
 		m.findings.WithLabelValues(string(f.Kind), string(f.Severity)).Inc()

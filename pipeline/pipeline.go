@@ -82,6 +82,13 @@ type Pipeline struct {
 	mu  sync.Mutex // guards asm
 	asm *analyze.Assembler
 
+	// edgeMu serialises edge evaluations and guards edges, the edge
+	// findings of the last one (distinct.go).
+	edgeMu sync.Mutex
+	edges  edgeVerdicts
+	// counted remembers the findings counted per recently analysed trace.
+	counted *countedFindings
+
 	stop chan struct{}
 	done chan struct{}
 }
@@ -96,7 +103,8 @@ func New(cfg Config, set Settings) (*Pipeline, error) {
 	}
 	p := &Pipeline{
 		cfg: cfg, log: set.Logger, store: set.Store, analyzer: set.Analyzer, now: set.Now,
-		asm: analyze.NewAssembler(cfg.Assembly),
+		asm:     analyze.NewAssembler(cfg.Assembly),
+		counted: newCountedFindings(cfg.Assembly.RememberClosed, maxCountedFindings),
 	}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
@@ -212,18 +220,20 @@ func (p *Pipeline) process(ctx context.Context, flush bool) error {
 	}
 	hops := make([]schema.Hop, 0, nHops)
 	findings := make([]schema.Finding, 0, nFindings)
-	for _, res := range results {
+	for i, res := range results {
 		// Stamped with the analysis time, so the store can tell this
 		// analysis from an earlier one of the same trace (see Hop.AnalyzedNs).
-		for i := range res.Hops {
-			res.Hops[i].AnalyzedNs = uint64(now.UnixNano())
+		for j := range res.Hops {
+			res.Hops[j].AnalyzedNs = uint64(now.UnixNano())
 		}
 		hops = append(hops, res.Hops...)
 		findings = append(findings, res.Findings...)
 		p.metrics.traces.Inc()
 		p.metrics.skews.Add(float64(len(res.Skews)))
+		// A re-analysis yields the same ids for the same findings; the
+		// metrics count only those it adds.
+		p.metrics.observeFindings(p.counted.fresh(due[i].ID, res.Findings))
 	}
-	p.metrics.observeFindings(findings)
 	// Re-opened traces are recorded before their new hops, so reads never
 	// see two analyses of a span without knowing to keep the latest.
 	if err := p.write(ctx, "reanalysed", func(ctx context.Context, token string) error {
@@ -264,14 +274,25 @@ func (p *Pipeline) mergeStored(ctx context.Context, tr analyze.Assembled) []sche
 	return stored
 }
 
-// writeEdgeFindings computes per-edge findings over the window and writes them.
+// writeEdgeFindings computes per-edge findings over the window and writes
+// those that changed since the last evaluation (edgeVerdicts.next). The
+// metrics count an edge's finding when its verdict starts to hold, not at
+// every evaluation that still finds it.
 func (p *Pipeline) writeEdgeFindings(ctx context.Context) error {
-	findings := p.analyzer.EdgeFindings(p.now())
-	if len(findings) == 0 {
+	p.edgeMu.Lock()
+	defer p.edgeMu.Unlock()
+	now := p.now()
+	next, started, changed := p.edges.next(p.analyzer.EdgeFindings(now), now, p.analyzer.Config().EdgeWindow)
+	p.edges = next
+	p.metrics.observeFindings(started)
+	if len(changed) == 0 {
 		return nil
 	}
-	p.metrics.observeFindings(findings)
-	return p.write(ctx, "findings", func(ctx context.Context, token string) error { return p.store.WriteFindings(ctx, token, findings) })
+	if err := p.write(ctx, "findings", func(ctx context.Context, token string) error { return p.store.WriteFindings(ctx, token, changed) }); err != nil {
+		return err
+	}
+	next.stored(changed, now)
+	return nil
 }
 
 // write runs one store write with a fresh dedup token, retrying failures up

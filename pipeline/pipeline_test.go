@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -185,4 +186,183 @@ func TestLabelSetBoundsCardinality(t *testing.T) {
 	require.Equal(t, "b", l.label("b"))
 	require.Equal(t, "_other", l.label("c"))
 	require.Equal(t, "a", l.label("a"), "admitted values stay")
+}
+
+// counterSum sums the samples of the counter family name whose kind label
+// is kind, over every other label.
+func counterSum(t *testing.T, reg *prometheus.Registry, name string, kind schema.Kind) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	var sum float64
+	for _, mf := range families {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "kind" && l.GetValue() == string(kind) {
+					sum += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return sum
+}
+
+// TestUnchangedEdgeVerdictNotRewritten evaluates the edges 26 times while
+// one edge's latency_inversion holds on unchanged evidence: it is written
+// and counted once. New evidence writes a new row of the same finding,
+// which the metrics and the store's counts still count once.
+func TestUnchangedEdgeVerdictNotRewritten(t *testing.T) {
+	s := openStore(t, "pipeline_edge_verdicts")
+	reg := prometheus.NewRegistry()
+	spans := fixtureSpans(t, "latency_inversion_positive")
+	// The fixture's calls start at 1740830000 s; the edge window (15 min)
+	// must hold them.
+	clock := time.Unix(0, int64(spans[0].StartNs)).Add(time.Minute)
+	p, err := New(DefaultConfig(), Settings{Store: s, Analyzer: analyze.New(analyze.DefaultConfig()), Registerer: reg,
+		Now: func() time.Time { return clock }})
+	require.NoError(t, err)
+	ctx := context.Background()
+	p.Spans(spans)
+	require.NoError(t, p.process(ctx, true))
+
+	for range 26 {
+		require.NoError(t, p.writeEdgeFindings(ctx))
+		clock = clock.Add(10 * time.Second)
+	}
+	page, err := s.Findings(ctx, store.FindingQuery{Kind: schema.KindLatencyInversion})
+	require.NoError(t, err)
+	require.Len(t, page.Findings, 1, "the fixture's edge is inverted")
+	first := page.Findings[0]
+	require.EqualValues(t, 1, mustCount(t, s, "findings"), "an unchanged verdict is not written again")
+	require.EqualValues(t, 1, counterSum(t, reg, "budgetd_findings_total", schema.KindLatencyInversion))
+	require.EqualValues(t, 1, counterSum(t, reg, "budgetd_analysis_findings_total", schema.KindLatencyInversion))
+
+	// One more call of the edge, as slow as the slowest: the evidence
+	// changes, so the finding is written again, under the same id.
+	more := fixtureSpans(t, "latency_inversion_positive")
+	var trace []schema.Span
+	for _, sp := range more {
+		if sp.TraceID == more[len(more)-1].TraceID {
+			sp.TraceID[1] = 0xee // a new trace with the same calls
+			trace = append(trace, sp)
+		}
+	}
+	p.Spans(trace)
+	require.NoError(t, p.process(ctx, true))
+	require.NoError(t, p.writeEdgeFindings(ctx))
+	require.NoError(t, p.writeEdgeFindings(ctx))
+	require.EqualValues(t, 2, mustCount(t, s, "findings"), "new evidence is one new row")
+	page, err = s.Findings(ctx, store.FindingQuery{Kind: schema.KindLatencyInversion})
+	require.NoError(t, err)
+	require.Len(t, page.Findings, 1)
+	require.Equal(t, first.ID, page.Findings[0].ID)
+	require.Equal(t, first.Evidence["samples"]+1, page.Findings[0].Evidence["samples"])
+	require.EqualValues(t, 1, counterSum(t, reg, "budgetd_findings_total", schema.KindLatencyInversion), "the same finding")
+	tot, err := s.Totals(ctx, store.Window{})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, tot.FindingsByKind[schema.KindLatencyInversion])
+}
+
+// TestReanalysisCountsOnlyNewFindings re-opens an analysed trace with a late
+// copy of one of its spans: the re-analysis yields the same finding, which
+// the metrics do not count again.
+func TestReanalysisCountsOnlyNewFindings(t *testing.T) {
+	s := openStore(t, "pipeline_reanalysis_metrics")
+	reg := prometheus.NewRegistry()
+	p, err := New(DefaultConfig(), Settings{Store: s, Analyzer: analyze.New(analyze.DefaultConfig()), Registerer: reg})
+	require.NoError(t, err)
+	ctx := context.Background()
+	spans := fixtureSpans(t, "timeout_inversion_positive")
+	require.NoError(t, s.WriteSpans(ctx, "first", spans))
+	p.Spans(spans)
+	require.NoError(t, p.Flush(ctx))
+	want := goldenIDs(t, "timeout_inversion_positive")
+	require.Equal(t, want, storedIDs(t, s))
+	require.EqualValues(t, len(want), counterSum(t, reg, "budgetd_findings_total", schema.KindTimeoutInversion))
+
+	// A sender's retry delivers a span again after the trace was judged.
+	p.Spans(spans[:1])
+	require.NoError(t, p.Flush(ctx))
+	require.EqualValues(t, 1, p.counters().Reopened)
+	require.Equal(t, want, storedIDs(t, s))
+	require.EqualValues(t, len(want), counterSum(t, reg, "budgetd_findings_total", schema.KindTimeoutInversion), "the same findings")
+	require.EqualValues(t, len(want), counterSum(t, reg, "budgetd_analysis_findings_total", schema.KindTimeoutInversion))
+}
+
+func TestEdgeVerdicts(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	const restate = 15 * time.Minute
+	inversion := func(id string, samples float64) schema.Finding {
+		return schema.Finding{ID: id, Kind: schema.KindLatencyInversion, Severity: schema.SeverityWarning, Path: "a:op > b:op",
+			DetectedAt: t0, Evidence: map[string]float64{"timeout_ms": 300, "p99_ms": 400, "samples": samples}}
+	}
+	ids := func(fs []schema.Finding) []string {
+		out := []string{}
+		for _, f := range fs {
+			out = append(out, f.ID)
+		}
+		return out
+	}
+	tests := []struct {
+		name          string
+		prev          []schema.Finding // stored at t0
+		cur           []schema.Finding
+		at            time.Duration // after t0
+		started, want []string
+	}{
+		{"a new verdict starts and is written", nil, []schema.Finding{inversion("e1", 20)}, time.Minute, []string{"e1"}, []string{"e1"}},
+		{"an unchanged verdict is neither", []schema.Finding{inversion("e1", 20)}, []schema.Finding{inversion("e1", 20)}, time.Minute, []string{}, []string{}},
+		{"only the detection time differs", []schema.Finding{inversion("e1", 20)},
+			[]schema.Finding{func() schema.Finding { f := inversion("e1", 20); f.DetectedAt = t0.Add(time.Hour); return f }()}, time.Minute, []string{}, []string{}},
+		{"new evidence is written, not started", []schema.Finding{inversion("e1", 20)}, []schema.Finding{inversion("e1", 21)}, time.Minute, []string{}, []string{"e1"}},
+		{"a new severity is written", []schema.Finding{inversion("e1", 20)},
+			[]schema.Finding{func() schema.Finding { f := inversion("e1", 20); f.Severity = schema.SeverityCritical; return f }()}, time.Minute, []string{}, []string{"e1"}},
+		{"unchanged for an edge window: restated", []schema.Finding{inversion("e1", 20)}, []schema.Finding{inversion("e1", 20)}, restate, []string{}, []string{"e1"}},
+		{"a lapsed verdict is forgotten", []schema.Finding{inversion("e1", 20)}, []schema.Finding{inversion("e2", 20)}, time.Minute, []string{"e2"}, []string{"e2"}},
+		{"one finding per id", nil, []schema.Finding{inversion("e1", 20), inversion("e1", 20)}, time.Minute, []string{"e1"}, []string{"e1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			prev, _, _ := edgeVerdicts(nil).next(tt.prev, t0, restate)
+			prev.stored(tt.prev, t0)
+			next, started, write := prev.next(tt.cur, t0.Add(tt.at), restate)
+			require.Equal(t, tt.started, ids(started))
+			require.Equal(t, tt.want, ids(write))
+			var remembered []string
+			for id := range next {
+				remembered = append(remembered, id)
+			}
+			require.ElementsMatch(t, slices.Compact(ids(tt.cur)), remembered, "only the current verdicts are remembered")
+		})
+	}
+
+	// A write that failed leaves the verdict unstored: the next evaluation
+	// writes it again but does not count it again.
+	v, started, write := edgeVerdicts(nil).next([]schema.Finding{inversion("e1", 20)}, t0, restate)
+	require.Len(t, started, 1)
+	require.Len(t, write, 1)
+	_, started, write = v.next([]schema.Finding{inversion("e1", 20)}, t0.Add(time.Minute), restate)
+	require.Empty(t, started)
+	require.Len(t, write, 1)
+}
+
+func TestCountedFindingsBounded(t *testing.T) {
+	f := func(id string) schema.Finding { return schema.Finding{ID: id} }
+	c := newCountedFindings(2, 3)
+	tr := func(n byte) schema.TraceID { return schema.TraceID{n} }
+	require.Len(t, c.fresh(tr(1), []schema.Finding{f("a"), f("b")}), 2)
+	require.Len(t, c.fresh(tr(1), []schema.Finding{f("a"), f("b"), f("c")}), 1, "only c is new")
+	require.Empty(t, c.fresh(tr(1), []schema.Finding{f("b")}))
+	// Trace 2's ids push the held ids past 3: trace 1 is forgotten.
+	require.Len(t, c.fresh(tr(2), []schema.Finding{f("a")}), 1)
+	require.Len(t, c.ids, 1)
+	require.Equal(t, 1, c.held)
+	require.Len(t, c.fresh(tr(1), []schema.Finding{f("a")}), 1, "forgotten: counted again")
+	require.Len(t, c.fresh(tr(3), []schema.Finding{f("x")}), 1)
+	require.LessOrEqual(t, len(c.ids), 2, "at most maxTraces traces")
+	require.Len(t, c.order, len(c.ids))
+	require.Len(t, newCountedFindings(0, 3).fresh(tr(1), []schema.Finding{f("a")}), 1, "nothing remembered")
 }

@@ -31,6 +31,24 @@ const (
 	// RPC status, a string such as "DEADLINE_EXCEEDED"; current otelgrpc
 	// emits it instead of rpc.grpc.status_code.
 	AttrRPCResponseStatusCode = "rpc.response.status_code"
+	// AttrHTTPStatusCodeOld is the HTTP status attribute of the semantic
+	// conventions before 1.20, which older instrumentations still emit
+	// instead of http.response.status_code.
+	AttrHTTPStatusCodeOld = "http.status_code"
+	// AttrRPCSystemName and the older AttrRPCSystem name the RPC system
+	// ("grpc", "jsonrpc", "dubbo", …). They say whether a number in
+	// rpc.response.status_code is a gRPC code: other systems number their
+	// codes differently.
+	AttrRPCSystemName = "rpc.system.name"
+	AttrRPCSystem     = "rpc.system"
+)
+
+// The exception event of the semantic conventions, which SDKs record when a
+// span ends in an exception (RecordError, record_exception, …).
+const (
+	EventException       = "exception"
+	AttrExceptionType    = "exception.type"
+	AttrExceptionMessage = "exception.message"
 )
 
 // BudgetSource says where a hop's budget came from.
@@ -64,12 +82,18 @@ type BudgetFacts struct {
 	BackoffMs    *float64
 	Rejected     bool
 	// TimedOut is true when the span's status says the call ended in a
-	// timeout or cancellation (error.type timeout, gRPC 4/1, HTTP 504/499/408).
+	// timeout or a cancellation: it gave up, or was given up on, rather than
+	// getting its answer. The evidence and its precedence are those of
+	// docs/attributes.md §3: error.type, gRPC and HTTP status codes in both
+	// semantic-convention generations, and, on a failed span without an RPC
+	// status, the status description and exception events.
 	TimedOut bool
 	// Cancelled is true when the status says the call was cancelled rather
-	// than timed out (error.type containing "cancel", gRPC 1, HTTP 499):
-	// someone above gave up, so the span's duration says nothing about its
-	// own timeout. TimedOut is true too.
+	// than timed out (error.type containing "cancel", gRPC 1, HTTP 499,
+	// "context canceled", TaskCanceledException…): someone above gave up,
+	// so the span's duration says nothing about its own timeout. TimedOut
+	// is true too. A cancellation the evidence explains by a timeout (.NET's
+	// "canceled due to the configured HttpClient.Timeout") is a timeout.
 	Cancelled     bool
 	Cancellations []Cancellation
 	// Inferred is true when RemainingMs came from a header fallback rather

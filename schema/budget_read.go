@@ -34,6 +34,10 @@ const (
 	keyHTTPStatus
 	keyGRPCStatus
 	keyRPCStatus
+	keyHTTPStatusOld
+	// Context for the timeout evidence: which RPC system numbered a code.
+	keyRPCSystemName
+	keyRPCSystem
 	numBudgetKeys
 )
 
@@ -48,7 +52,8 @@ var budgetKeyNames = [numBudgetKeys]string{
 	keyHeaderDeadline: AttrHeaderRequestDeadline,
 	keyResendCount:    AttrHTTPResendCount, keyPreviousAttempts: AttrGRPCPreviousAttempts, keyEnvoyAttempt: AttrHeaderEnvoyAttempt,
 	keyErrorType: AttrErrorType, keyHTTPStatus: AttrHTTPStatusCode, keyGRPCStatus: AttrRPCGRPCStatusCode,
-	keyRPCStatus: AttrRPCResponseStatusCode,
+	keyRPCStatus: AttrRPCResponseStatusCode, keyHTTPStatusOld: AttrHTTPStatusCodeOld,
+	keyRPCSystemName: AttrRPCSystemName, keyRPCSystem: AttrRPCSystem,
 }
 
 // BudgetAttrName returns the contract's own copy of key when key is a
@@ -104,6 +109,12 @@ func budgetKeyOf(key string) (budgetKey, bool) {
 		return keyGRPCStatus, true
 	case AttrRPCResponseStatusCode:
 		return keyRPCStatus, true
+	case AttrHTTPStatusCodeOld:
+		return keyHTTPStatusOld, true
+	case AttrRPCSystemName:
+		return keyRPCSystemName, true
+	case AttrRPCSystem:
+		return keyRPCSystem, true
 	}
 	return 0, false
 }
@@ -413,60 +424,334 @@ func (r *budgetReader) headerCount(k budgetKey, a Attr) (uint32, bool) {
 	})
 }
 
+// verdict is what one piece of status evidence says about how a call ended.
+// Verdicts are ordered: when the pieces of evidence on a span disagree, the
+// highest wins.
+type verdict uint8
+
+const (
+	verdictNone verdict = iota
+	// verdictTimeout: a timer or a deadline ran out.
+	verdictTimeout
+	// verdictCancelled: someone above gave up. It beats a bare timeout
+	// because a cancelled call must never feed an inferred timeout
+	// (analyze.infer): when the evidence disagrees, the cautious reading
+	// wins.
+	verdictCancelled
+	// verdictTimerCancel: a cancellation that the same evidence explains by
+	// a timeout, as .NET's "The request was canceled due to the configured
+	// HttpClient.Timeout" and Go's "request canceled (Client.Timeout
+	// exceeded …)" do. It is a timeout, and it beats a bare cancellation
+	// elsewhere on the span (error.type TaskCanceledException, recorded for
+	// the same exception) because it says more.
+	verdictTimerCancel
+)
+
 // readTimedOut decides whether the span's outcome was a timeout or a
-// cancellation (and which of the two, when the span says so), from error.type, the gRPC status (rpc.grpc.status_code, or its
-// newer string form rpc.response.status_code) and the HTTP status code.
+// cancellation, and which of the two, from the evidence of
+// docs/attributes.md §3: error.type, the gRPC status (rpc.grpc.status_code,
+// or its newer string form rpc.response.status_code), the HTTP status
+// (http.response.status_code, else the older http.status_code) and, on a
+// failed span that carries no RPC status, the status description and the
+// exception events. Each piece gives a verdict and the highest verdict
+// wins.
 //
-// Semantic conventions ask for error.type "timeout", but instrumentations
-// commonly put an exception or error name there instead
-// (context.DeadlineExceeded, SocketTimeoutException, ETIMEDOUT,
-// DEADLINE_EXCEEDED), so any value containing "timeout", "timedout",
-// "timed out" or "deadline", in any case, counts too.
+// An RPC status, when the span has one, is the whole outcome of the call:
+// the status description is only its message, and it often quotes an error
+// from further down ("code = Unknown desc = query: context deadline
+// exceeded" is a callee that answered, not a call that timed out), so then
+// neither the description nor the exception events are read. An HTTP status
+// does not silence them: a client can get its response headers and then time
+// out reading the body.
 func (r *budgetReader) readTimedOut() {
+	v := verdictNone
 	if a, ok := r.attr(keyErrorType); ok {
 		switch {
 		case a.Type != AttrString:
 			r.invalid(a.Key, reasonWrongType)
 		case a.Value == "":
 			r.invalid(a.Key, reasonEmpty)
-		case containsFold(a.Value, "timeout") || containsFold(a.Value, "timedout") ||
-			containsFold(a.Value, "timed out") || containsFold(a.Value, "deadline"):
-			r.f.TimedOut = true
-		case containsFold(a.Value, "cancel"):
-			// context.Canceled, CancellationException, "cancelled": the
-			// caller's own caller gave up, not this call's timer.
-			r.f.TimedOut, r.f.Cancelled = true, true
+		default:
+			v = nameVerdict(a.Value)
 		}
 	}
+	rpc := false // the span carries a usable RPC status
 	if a, ok := r.attr(keyGRPCStatus); ok {
-		// 4 is DEADLINE_EXCEEDED, 1 is CANCELLED.
-		if code, ok := r.statusCode(a); ok && (code == 4 || code == 1) {
-			r.f.TimedOut = true
-			r.f.Cancelled = r.f.Cancelled || code == 1
+		if code, ok := r.statusCode(a); ok {
+			rpc = true
+			v = max(v, grpcCodeVerdict(code))
 		}
 	}
 	if a, ok := r.attr(keyRPCStatus); ok {
-		// The string form of the same codes. Connect spells them in lower
-		// case and American English ("canceled"), gRPC in upper case.
 		switch {
 		case a.Type != AttrString:
 			r.invalid(a.Key, reasonWrongType)
 		case a.Value == "":
 			r.invalid(a.Key, reasonEmpty)
-		case strings.EqualFold(a.Value, "DEADLINE_EXCEEDED"):
-			r.f.TimedOut = true
-		case strings.EqualFold(a.Value, "CANCELLED") || strings.EqualFold(a.Value, "CANCELED"):
-			r.f.TimedOut, r.f.Cancelled = true, true
+		default:
+			rpc = true
+			v = max(v, r.rpcStatusVerdict(a.Value))
 		}
 	}
-	if a, ok := r.attr(keyHTTPStatus); ok {
-		// 504 Gateway Timeout, 499 Client Closed Request (nginx, Envoy),
-		// 408 Request Timeout.
-		if code, ok := r.statusCode(a); ok && (code == 504 || code == 499 || code == 408) {
-			r.f.TimedOut = true
-			r.f.Cancelled = r.f.Cancelled || code == 499
+	v = max(v, r.httpVerdict())
+	if r.span.StatusCode == StatusError && !rpc {
+		v = max(v, freeTextVerdict(r.span))
+	}
+	r.f.TimedOut = v != verdictNone
+	r.f.Cancelled = v == verdictCancelled
+}
+
+// nameVerdict reads an error or exception name (error.type,
+// exception.type). Semantic conventions ask for error.type "timeout", but
+// instrumentations commonly put an exception or error name there instead
+// (context.DeadlineExceeded, SocketTimeoutException, ETIMEDOUT,
+// DEADLINE_EXCEEDED), so any name containing "timeout", "timedout",
+// "timed out" or "deadline", in any case, is a timeout, and one containing
+// "cancel" (context.Canceled, CancellationException, TaskCanceledException)
+// a cancellation.
+func nameVerdict(name string) verdict {
+	switch {
+	case containsFold(name, "timeout") || containsFold(name, "timedout") ||
+		containsFold(name, "timed out") || containsFold(name, "deadline"):
+		return verdictTimeout
+	case containsFold(name, "cancel"):
+		return verdictCancelled
+	}
+	return verdictNone
+}
+
+// grpcCodeVerdict reads a numeric gRPC status code: 4 is DEADLINE_EXCEEDED,
+// 1 is CANCELLED.
+func grpcCodeVerdict(code uint32) verdict {
+	switch code {
+	case 4:
+		return verdictTimeout
+	case 1:
+		return verdictCancelled
+	}
+	return verdictNone
+}
+
+// rpcStatusVerdict reads rpc.response.status_code: a gRPC code name in any
+// case (Connect spells them in lower case and American English,
+// "canceled"), or a gRPC code number in digits when the span says its RPC
+// system is gRPC. Other systems number their codes differently (JSON-RPC,
+// Dubbo), so a bare number is not read without that.
+func (r *budgetReader) rpcStatusVerdict(s string) verdict {
+	switch {
+	case strings.EqualFold(s, "DEADLINE_EXCEEDED"):
+		return verdictTimeout
+	case strings.EqualFold(s, "CANCELLED") || strings.EqualFold(s, "CANCELED"):
+		return verdictCancelled
+	case !allDigits(s) || !r.isGRPC():
+		return verdictNone
+	}
+	code, reason := parseCount(s)
+	if reason != "" {
+		return verdictNone // too large for a code: no code of gRPC's
+	}
+	return grpcCodeVerdict(code)
+}
+
+// isGRPC reports whether the span names gRPC as its RPC system, in
+// rpc.system.name or, failing that, the older rpc.system.
+func (r *budgetReader) isGRPC() bool {
+	a, ok := r.attr(keyRPCSystemName)
+	if !ok {
+		a, ok = r.attr(keyRPCSystem)
+	}
+	return ok && a.Type == AttrString && strings.EqualFold(a.Value, "grpc")
+}
+
+func allDigits(s string) bool {
+	for i := range len(s) {
+		if !isDigit(s[i]) {
+			return false
 		}
 	}
+	return s != ""
+}
+
+// httpVerdict reads the HTTP status: http.response.status_code, or the older
+// http.status_code when the newer is absent or unusable (both are checked).
+// 504 Gateway Timeout and 408 Request Timeout are timeouts, 499 Client
+// Closed Request (nginx, Envoy) a cancellation.
+func (r *budgetReader) httpVerdict() verdict {
+	code, ok := r.httpCode(keyHTTPStatus)
+	if old, oldOK := r.httpCode(keyHTTPStatusOld); !ok {
+		code, ok = old, oldOK
+	}
+	switch {
+	case !ok:
+		return verdictNone
+	case code == 504 || code == 408:
+		return verdictTimeout
+	case code == 499:
+		return verdictCancelled
+	}
+	return verdictNone
+}
+
+func (r *budgetReader) httpCode(k budgetKey) (uint32, bool) {
+	a, ok := r.attr(k)
+	if !ok {
+		return 0, false
+	}
+	return r.statusCode(a)
+}
+
+// maxEvidenceText bounds how much of a status description or exception
+// message is read: real ones say what happened in their first few words,
+// and a span with megabytes of text must not cost megabytes of scanning per
+// pattern. It is larger than a URL quoted before the error usually is.
+const maxEvidenceText = 4096
+
+// freeTextVerdict reads the free-text evidence of a failed span: its status
+// description and its exception events, the highest verdict winning.
+func freeTextVerdict(s *Span) verdict {
+	v := textVerdict(s.StatusMessage)
+	for i := range s.Events {
+		if s.Events[i].Name == EventException {
+			v = max(v, exceptionVerdict(s.Events[i].Attrs))
+		}
+	}
+	return v
+}
+
+// exceptionVerdict reads one exception event. Its exception.type decides
+// (nameVerdict), with two refinements: a cancellation type whose
+// exception.message names a timeout is a timeout (.NET's HttpClient throws
+// TaskCanceledException at its own timeout), and a Go error type (a pointer
+// type such as *url.Error or *errors.errorString, which the Go SDK records)
+// or a missing type says nothing, so the message decides. The message of any
+// other type (ValueError: "timeout must be positive") is not read.
+func exceptionVerdict(as Attributes) verdict {
+	typ, hasType := stringAttr(as, AttrExceptionType)
+	switch v := nameVerdict(typ); {
+	case v == verdictTimeout:
+		return v
+	case v == verdictCancelled:
+		msg, _ := stringAttr(as, AttrExceptionMessage)
+		if m := textVerdict(msg); m == verdictTimeout || m == verdictTimerCancel {
+			return verdictTimerCancel
+		}
+		return v
+	case !hasType || typ == "" || typ[0] == '*':
+		msg, _ := stringAttr(as, AttrExceptionMessage)
+		return textVerdict(msg)
+	}
+	return verdictNone
+}
+
+func stringAttr(as Attributes, key string) (string, bool) {
+	a, ok := as.Get(key)
+	if !ok || a.Type != AttrString {
+		return "", false
+	}
+	return a.Value, true
+}
+
+// textVerdict reads a status description or an exception message, up to
+// maxEvidenceText bytes:
+//
+//   - grpc-go's status form "rpc error: code = <Code> desc = <message>": the
+//     code decides, DeadlineExceeded a timeout, Canceled a cancellation, any
+//     other code neither, whatever the message quotes. The code is what the
+//     party that ended the call decided; the message may be an error from
+//     further down ("code = Canceled desc = context deadline exceeded" is a
+//     cancellation).
+//   - Otherwise, words outside double quotes (Go's url.Error quotes the URL,
+//     which may say anything): "timeout", "timed out", "timedout" or
+//     "deadline exceeded" (also "deadline_exceeded", "DeadlineExceeded") name
+//     a timeout, "cancel" (canceled, cancelled, cancellation) a
+//     cancellation, in any case. Text naming both is a cancellation
+//     explained by a timeout ("request canceled (Client.Timeout exceeded
+//     while awaiting headers)"): a timeout.
+func textVerdict(s string) verdict {
+	s = s[:min(len(s), maxEvidenceText)]
+	if s == "" {
+		return verdictNone
+	}
+	if v, ok := grpcStatusVerdict(s); ok {
+		return v
+	}
+	timeout, cancel := false, false
+	for rest := s; rest != ""; {
+		part := rest
+		rest = ""
+		if i := strings.IndexByte(part, '"'); i >= 0 {
+			if j := strings.IndexByte(part[i+1:], '"'); j >= 0 {
+				part, rest = part[:i], part[i+1+j+1:]
+			}
+		}
+		timeout = timeout || namesTimeout(part)
+		cancel = cancel || containsFold(part, "cancel")
+	}
+	switch {
+	case timeout && cancel:
+		return verdictTimerCancel
+	case timeout:
+		return verdictTimeout
+	case cancel:
+		return verdictCancelled
+	}
+	return verdictNone
+}
+
+func namesTimeout(s string) bool {
+	return containsFold(s, "timeout") || containsFold(s, "timed out") || containsFold(s, "timedout") ||
+		containsFold(s, "deadline exceeded") || containsFold(s, "deadline_exceeded") ||
+		containsFold(s, "deadlineexceeded")
+}
+
+// grpcStatusMarker starts the code in grpc-go's status error text,
+// "rpc error: code = DeadlineExceeded desc = context deadline exceeded".
+const grpcStatusMarker = "rpc error: code = "
+
+// grpcStatusVerdict reads the code of a grpc-go status error text, and
+// reports whether s holds one.
+func grpcStatusVerdict(s string) (verdict, bool) {
+	i := strings.Index(s, grpcStatusMarker)
+	if i < 0 {
+		return verdictNone, false
+	}
+	code := s[i+len(grpcStatusMarker):]
+	if j := strings.IndexByte(code, ' '); j >= 0 {
+		code = code[:j]
+	}
+	switch {
+	case strings.EqualFold(code, "DeadlineExceeded"):
+		return verdictTimeout, true
+	case strings.EqualFold(code, "Canceled"):
+		return verdictCancelled, true
+	}
+	return verdictNone, true
+}
+
+// StatusEvidence returns a short constant status description that
+// ReadBudget reads as the same verdict (timeout, cancellation or neither) as
+// the status description and exception events of s together, or "" when
+// they say neither or s did not fail. Holders of many spans (trace assembly)
+// keep it in place of both, so a held span costs no text for them.
+func StatusEvidence(s *Span) string {
+	if s.StatusCode != StatusError {
+		return ""
+	}
+	return evidenceText(freeTextVerdict(s))
+}
+
+// evidenceText is the canonical status description of each verdict, for
+// StatusEvidence: textVerdict(evidenceText(v)) == v.
+func evidenceText(v verdict) string {
+	switch v {
+	case verdictTimeout:
+		return "deadline exceeded"
+	case verdictCancelled:
+		return "canceled"
+	case verdictTimerCancel:
+		return "canceled by a timeout"
+	}
+	return ""
 }
 
 func (r *budgetReader) statusCode(a Attr) (uint32, bool) {
@@ -526,7 +811,8 @@ func containsFold(s, sub string) bool {
 }
 
 // IsBudgetAttr reports whether ReadBudget reads the attribute key: a budget.*
-// attribute, one of its header fallbacks, or a status that marks a timeout.
+// attribute, one of its header fallbacks, a status that marks a timeout, or
+// the RPC system that says how to read a status code.
 // Holders of many spans (trace assembly) keep only these and drop the rest.
 func IsBudgetAttr(key string) bool {
 	_, ok := budgetKeyOf(key)

@@ -352,15 +352,52 @@ func TestReadBudgetAttempt(t *testing.T) {
 	}
 }
 
-func TestReadBudgetTimedOut(t *testing.T) {
-	tests := []struct {
-		name          string
-		attrs         []Attr
-		want          bool
-		wantCancelled bool
-		wantInvalid   []InvalidValue
-	}{
+// timeoutCase is one span of the timeout evidence table: attributes on a
+// CLIENT span, with a status, a status description and events.
+type timeoutCase struct {
+	name          string
+	attrs         []Attr
+	status        StatusCode
+	msg           string
+	events        []Event
+	want          bool
+	wantCancelled bool
+	wantInvalid   []InvalidValue
+}
+
+func (tc timeoutCase) span() *Span {
+	s := clientSpan(tc.attrs...)
+	s.StatusCode, s.StatusMessage, s.Events = tc.status, tc.msg, tc.events
+	return s
+}
+
+// exc is an exception event; an empty typ or msg leaves the attribute out.
+func exc(typ, msg string) Event {
+	e := Event{Name: EventException, TimeNs: startNs + 5e5}
+	if typ != "" {
+		e.Attrs = append(e.Attrs, Str(AttrExceptionType, typ))
+	}
+	if msg != "" {
+		e.Attrs = append(e.Attrs, Str(AttrExceptionMessage, msg))
+	}
+	return e
+}
+
+func excs(events ...Event) []Event { return events }
+
+// The .NET HttpClient's message when its own Timeout fires: it throws
+// TaskCanceledException, and says why.
+const dotnetHTTPTimeout = "The request was canceled due to the configured HttpClient.Timeout of 100 seconds elapsing."
+
+// timeoutCases is the table of every timeout and cancellation convention
+// ReadBudget reads (docs/attributes.md §3), each with negatives. Status
+// codes default to Unset: free text counts only with StatusError.
+func timeoutCases() []timeoutCase {
+	const failed = StatusError
+	return []timeoutCase{
 		{name: "no evidence", want: false},
+
+		// error.type
 		{name: "error.type timeout", attrs: []Attr{Str(AttrErrorType, "timeout")}, want: true},
 		{name: "error.type upper case", attrs: []Attr{Str(AttrErrorType, "TIMEOUT")}, want: true},
 		{name: "error.type Go deadline", attrs: []Attr{Str(AttrErrorType, "context.DeadlineExceeded")}, want: true},
@@ -370,25 +407,64 @@ func TestReadBudgetTimedOut(t *testing.T) {
 		{name: "error.type phrase", attrs: []Attr{Str(AttrErrorType, "request timed out")}, want: true},
 		{name: "error.type Go cancellation", attrs: []Attr{Str(AttrErrorType, "context.Canceled")}, want: true, wantCancelled: true},
 		{name: "error.type cancelled", attrs: []Attr{Str(AttrErrorType, "cancelled")}, want: true, wantCancelled: true},
+		{name: "error.type .NET cancellation", attrs: []Attr{Str(AttrErrorType, "System.Threading.Tasks.TaskCanceledException")}, want: true, wantCancelled: true},
 		{name: "error.type other error", attrs: []Attr{Str(AttrErrorType, "500")}, want: false},
 		{name: "error.type other exception", attrs: []Attr{Str(AttrErrorType, "java.io.IOException")}, want: false},
 		{name: "error.type empty", attrs: []Attr{Str(AttrErrorType, "")}, wantInvalid: []InvalidValue{bad(AttrErrorType, "empty")}},
 		{name: "error.type wrong type", attrs: []Attr{Int(AttrErrorType, 504)}, wantInvalid: []InvalidValue{bad(AttrErrorType, "wrong type")}},
+
+		// rpc.grpc.status_code (older semconv, a number)
 		{name: "grpc deadline exceeded", attrs: []Attr{Int(AttrRPCGRPCStatusCode, 4)}, want: true},
 		{name: "grpc cancelled", attrs: []Attr{Int(AttrRPCGRPCStatusCode, 1)}, want: true, wantCancelled: true},
 		{name: "grpc ok", attrs: []Attr{Int(AttrRPCGRPCStatusCode, 0)}, want: false},
 		{name: "grpc unknown", attrs: []Attr{Int(AttrRPCGRPCStatusCode, 2)}, want: false},
 		{name: "grpc unavailable", attrs: []Attr{Int(AttrRPCGRPCStatusCode, 14)}, want: false},
 		{name: "grpc code as string", attrs: []Attr{Str(AttrRPCGRPCStatusCode, "4")}, want: true},
+		{name: "grpc cancelled code as string", attrs: []Attr{Str(AttrRPCGRPCStatusCode, "1")}, want: true, wantCancelled: true},
+		{name: "grpc code as whole double", attrs: []Attr{Double(AttrRPCGRPCStatusCode, 4)}, want: true},
 		{name: "grpc code garbage", attrs: []Attr{Str(AttrRPCGRPCStatusCode, "DEADLINE")}, wantInvalid: []InvalidValue{bad(AttrRPCGRPCStatusCode, "not a number")}},
 		{name: "grpc code negative", attrs: []Attr{Int(AttrRPCGRPCStatusCode, -4)}, wantInvalid: []InvalidValue{bad(AttrRPCGRPCStatusCode, "negative")}},
+
+		// rpc.response.status_code (newer semconv, a string)
 		{name: "rpc response deadline exceeded", attrs: []Attr{Str(AttrRPCResponseStatusCode, "DEADLINE_EXCEEDED")}, want: true},
+		{name: "rpc response lower case", attrs: []Attr{Str(AttrRPCResponseStatusCode, "deadline_exceeded")}, want: true},
+		{name: "rpc response mixed case", attrs: []Attr{Str(AttrRPCResponseStatusCode, "Deadline_Exceeded")}, want: true},
 		{name: "rpc response cancelled", attrs: []Attr{Str(AttrRPCResponseStatusCode, "CANCELLED")}, want: true, wantCancelled: true},
+		{name: "rpc response mixed-case cancelled", attrs: []Attr{Str(AttrRPCResponseStatusCode, "Cancelled")}, want: true, wantCancelled: true},
 		{name: "rpc response connect spelling", attrs: []Attr{Str(AttrRPCResponseStatusCode, "canceled")}, want: true, wantCancelled: true},
 		{name: "rpc response ok", attrs: []Attr{Str(AttrRPCResponseStatusCode, "OK")}, want: false},
 		{name: "rpc response unavailable", attrs: []Attr{Str(AttrRPCResponseStatusCode, "UNAVAILABLE")}, want: false},
+		{
+			name:  "rpc response number of a gRPC system",
+			attrs: []Attr{Str(AttrRPCResponseStatusCode, "4"), Str(AttrRPCSystemName, "grpc")},
+			want:  true,
+		},
+		{
+			name:  "rpc response cancelled number of a gRPC system, older rpc.system",
+			attrs: []Attr{Str(AttrRPCResponseStatusCode, "1"), Str(AttrRPCSystem, "grpc")},
+			want:  true, wantCancelled: true,
+		},
+		{name: "rpc response number without an RPC system is not read", attrs: []Attr{Str(AttrRPCResponseStatusCode, "4")}, want: false},
+		{
+			name:  "rpc response number of another RPC system is not a gRPC code",
+			attrs: []Attr{Str(AttrRPCResponseStatusCode, "4"), Str(AttrRPCSystemName, "jsonrpc")},
+			want:  false,
+		},
+		{
+			name:  "rpc.system.name wins over rpc.system",
+			attrs: []Attr{Str(AttrRPCResponseStatusCode, "4"), Str(AttrRPCSystemName, "dubbo"), Str(AttrRPCSystem, "grpc")},
+			want:  false,
+		},
+		{
+			name:  "rpc response number beyond any code",
+			attrs: []Attr{Str(AttrRPCResponseStatusCode, "99999999999"), Str(AttrRPCSystemName, "grpc")},
+			want:  false,
+		},
+		{name: "rpc response JSON-RPC error code", attrs: []Attr{Str(AttrRPCResponseStatusCode, "-32603"), Str(AttrRPCSystemName, "jsonrpc")}, want: false},
 		{name: "rpc response numeric code is not the string form", attrs: []Attr{Int(AttrRPCResponseStatusCode, 4)}, wantInvalid: []InvalidValue{bad(AttrRPCResponseStatusCode, "wrong type")}},
 		{name: "rpc response empty", attrs: []Attr{Str(AttrRPCResponseStatusCode, "")}, wantInvalid: []InvalidValue{bad(AttrRPCResponseStatusCode, "empty")}},
+
+		// http.response.status_code (newer semconv) and http.status_code (older)
 		{name: "http 504", attrs: []Attr{Int(AttrHTTPStatusCode, 504)}, want: true},
 		{name: "http 499", attrs: []Attr{Int(AttrHTTPStatusCode, 499)}, want: true, wantCancelled: true},
 		{name: "http 408", attrs: []Attr{Int(AttrHTTPStatusCode, 408)}, want: true},
@@ -397,20 +473,267 @@ func TestReadBudgetTimedOut(t *testing.T) {
 		{name: "http code as string", attrs: []Attr{Str(AttrHTTPStatusCode, "504")}, want: true},
 		{name: "http code fraction", attrs: []Attr{Double(AttrHTTPStatusCode, 504.5)}, wantInvalid: []InvalidValue{bad(AttrHTTPStatusCode, "not an integer")}},
 		{name: "http code bool", attrs: []Attr{Bool(AttrHTTPStatusCode, true)}, wantInvalid: []InvalidValue{bad(AttrHTTPStatusCode, "wrong type")}},
+		{name: "old http 504", attrs: []Attr{Int(AttrHTTPStatusCodeOld, 504)}, want: true},
+		{name: "old http 408", attrs: []Attr{Int(AttrHTTPStatusCodeOld, 408)}, want: true},
+		{name: "old http 499", attrs: []Attr{Int(AttrHTTPStatusCodeOld, 499)}, want: true, wantCancelled: true},
+		{name: "old http 500", attrs: []Attr{Int(AttrHTTPStatusCodeOld, 500)}, want: false},
+		{name: "old http 200", attrs: []Attr{Int(AttrHTTPStatusCodeOld, 200)}, want: false},
+		{name: "old http code as string", attrs: []Attr{Str(AttrHTTPStatusCodeOld, "504")}, want: true},
+		{name: "old http code garbage", attrs: []Attr{Str(AttrHTTPStatusCodeOld, "Gateway Timeout")}, wantInvalid: []InvalidValue{bad(AttrHTTPStatusCodeOld, "not a number")}},
+		{name: "the newer http code wins: 200 over an older 504", attrs: []Attr{Int(AttrHTTPStatusCodeOld, 504), Int(AttrHTTPStatusCode, 200)}, want: false},
+		{name: "the newer http code wins: 504 over an older 200", attrs: []Attr{Int(AttrHTTPStatusCode, 504), Int(AttrHTTPStatusCodeOld, 200)}, want: true},
+		{
+			name:  "an unusable newer http code falls back to the older",
+			attrs: []Attr{Str(AttrHTTPStatusCode, "x"), Int(AttrHTTPStatusCodeOld, 499)},
+			want:  true, wantCancelled: true,
+			wantInvalid: []InvalidValue{bad(AttrHTTPStatusCode, "not a number")},
+		},
+		{
+			name:        "an unusable older http code is listed beside a usable newer one",
+			attrs:       []Attr{Int(AttrHTTPStatusCode, 504), Bool(AttrHTTPStatusCodeOld, true)},
+			want:        true,
+			wantInvalid: []InvalidValue{bad(AttrHTTPStatusCodeOld, "wrong type")},
+		},
+
+		// The status description, on a failed span.
+		{name: "description Go deadline", status: failed, msg: "context deadline exceeded", want: true},
+		{name: "description deadline exceeded", status: failed, msg: "deadline exceeded after 0.999870042s", want: true},
+		{name: "description DeadlineExceeded", status: failed, msg: "DeadlineExceeded", want: true},
+		{name: "description DEADLINE_EXCEEDED", status: failed, msg: "DEADLINE_EXCEEDED", want: true},
+		{name: "description timed out", status: failed, msg: "Read timed out", want: true},
+		{name: "description timeout", status: failed, msg: "timeout", want: true},
+		{name: "description i/o timeout", status: failed, msg: "dial tcp 10.0.3.7:443: i/o timeout", want: true},
+		{
+			name: "description of a net/http client timeout", status: failed,
+			msg:  `Get "http://payments:8080/charge": context deadline exceeded (Client.Timeout exceeded while awaiting headers)`,
+			want: true,
+		},
+		{
+			name: "description of a cancellation explained by a client timeout", status: failed,
+			msg:  "net/http: request canceled (Client.Timeout exceeded while awaiting headers)",
+			want: true,
+		},
+		{name: "description .NET HttpClient timeout", status: failed, msg: dotnetHTTPTimeout, want: true},
+		{name: "description Go cancellation", status: failed, msg: "context canceled", want: true, wantCancelled: true},
+		{name: "description canceled", status: failed, msg: "canceled", want: true, wantCancelled: true},
+		{name: "description cancelled", status: failed, msg: "cancelled", want: true, wantCancelled: true},
+		{name: "description CANCELLED", status: failed, msg: "CANCELLED", want: true, wantCancelled: true},
+		{name: "description .NET cancellation", status: failed, msg: "The operation was canceled.", want: true, wantCancelled: true},
+		{
+			name: "description: a quoted URL naming a timeout does not count", status: failed,
+			msg:  `Post "http://search:8080/timeout-test": context canceled`,
+			want: true, wantCancelled: true,
+		},
+		{
+			name: "description: a quoted URL naming a cancellation does not count", status: failed,
+			msg:  `Get "http://orders:8080/cancel": context deadline exceeded`,
+			want: true,
+		},
+		{name: "description: only a quoted timeout", status: failed, msg: `GET "http://a/timeout": connection refused`, want: false},
+		{name: "description: an unclosed quote is read", status: failed, msg: `bad "context deadline exceeded`, want: true},
+		{name: "description gRPC deadline", status: failed, msg: "rpc error: code = DeadlineExceeded desc = context deadline exceeded", want: true},
+		{name: "description gRPC cancellation", status: failed, msg: "rpc error: code = Canceled desc = context canceled", want: true, wantCancelled: true},
+		{
+			name: "description: the gRPC code wins over its message, canceled", status: failed,
+			msg:  "rpc error: code = Canceled desc = context deadline exceeded",
+			want: true, wantCancelled: true,
+		},
+		{
+			name: "description: the gRPC code wins over its message, deadline", status: failed,
+			msg:  "rpc error: code = DeadlineExceeded desc = context canceled",
+			want: true,
+		},
+		{
+			name: "description: another gRPC code is neither, whatever it quotes", status: failed,
+			msg:  `rpc error: code = Unavailable desc = connection error: desc = "transport: Error while dialing: dial tcp 10.0.3.7:443: i/o timeout"`,
+			want: false,
+		},
+		{
+			name: "description: a wrapped gRPC error is read by its code", status: failed,
+			msg:  "charge: rpc error: code = Unknown desc = query: context deadline exceeded",
+			want: false,
+		},
+		{name: "description other error", status: failed, msg: "connection refused", want: false},
+		{name: "description empty", status: failed, want: false},
+		{name: "description of an OK span does not count", status: StatusOK, msg: "retried after a timeout", want: false},
+		{name: "description of an unset span does not count", status: StatusUnset, msg: "context deadline exceeded", want: false},
+		{
+			name: "description beyond the read bound does not count", status: failed,
+			msg:  strings.Repeat("x", maxEvidenceText) + " timeout",
+			want: false,
+		},
+		{
+			name: "description is not read beside a gRPC status", status: failed,
+			attrs: []Attr{Int(AttrRPCGRPCStatusCode, 14)}, msg: "context deadline exceeded",
+			want: false,
+		},
+		{
+			name: "description is not read beside a newer RPC status", status: failed,
+			attrs: []Attr{Str(AttrRPCResponseStatusCode, "UNKNOWN")}, msg: "query: context canceled",
+			want: false,
+		},
+		{
+			name: "an unusable gRPC status does not silence the description", status: failed,
+			attrs: []Attr{Str(AttrRPCGRPCStatusCode, "x")}, msg: "context deadline exceeded",
+			want: true, wantInvalid: []InvalidValue{bad(AttrRPCGRPCStatusCode, "not a number")},
+		},
+		{
+			name: "description is read beside an HTTP status: a body read timed out", status: failed,
+			attrs: []Attr{Int(AttrHTTPStatusCode, 200)},
+			msg:   "context deadline exceeded (Client.Timeout or context cancellation while reading body)",
+			want:  true,
+		},
+
+		// exception events, on a failed span.
+		{name: "exception Java socket timeout", status: failed, events: excs(exc("java.net.SocketTimeoutException", "Read timed out")), want: true},
+		{name: "exception Java timeout", status: failed, events: excs(exc("java.util.concurrent.TimeoutException", "")), want: true},
+		{name: "exception .NET timeout", status: failed, events: excs(exc("System.TimeoutException", "The operation has timed out.")), want: true},
+		{name: "exception Python timeout", status: failed, events: excs(exc("TimeoutError", "")), want: true},
+		{name: "exception Python asyncio timeout", status: failed, events: excs(exc("asyncio.TimeoutError", "")), want: true},
+		{name: "exception Python requests timeout", status: failed, events: excs(exc("requests.exceptions.ReadTimeout", "HTTPConnectionPool(host='pricing', port=80): Read timed out. (read timeout=3)")), want: true},
+		{name: "exception Go deadline", status: failed, events: excs(exc("context.DeadlineExceeded", "")), want: true},
+		{name: "exception Go deadline type", status: failed, events: excs(exc("context.deadlineExceededError", "context deadline exceeded")), want: true},
+		{name: "exception Go url.Error timeout", status: failed, events: excs(exc("*url.Error", `Get "http://pricing/quote": context deadline exceeded`)), want: true},
+		{name: "exception Go url.Error cancellation", status: failed, events: excs(exc("*url.Error", `Get "http://pricing/quote": context canceled`)), want: true, wantCancelled: true},
+		{name: "exception Go plain cancellation", status: failed, events: excs(exc("*errors.errorString", "context canceled")), want: true, wantCancelled: true},
+		{name: "exception Go gRPC status", status: failed, events: excs(exc("*status.Error", "rpc error: code = Canceled desc = context deadline exceeded")), want: true, wantCancelled: true},
+		{name: "exception Go error of another kind", status: failed, events: excs(exc("*url.Error", `Get "http://pricing/timeout": connection refused`)), want: false},
+		{name: "exception without a type is read by its message", status: failed, events: excs(exc("", "context deadline exceeded")), want: true},
+		{name: "exception Go context.Canceled", status: failed, events: excs(exc("context.Canceled", "")), want: true, wantCancelled: true},
+		{name: "exception .NET task cancelled", status: failed, events: excs(exc("System.Threading.Tasks.TaskCanceledException", "A task was canceled.")), want: true, wantCancelled: true},
+		{name: "exception .NET operation cancelled", status: failed, events: excs(exc("System.OperationCanceledException", "The operation was canceled.")), want: true, wantCancelled: true},
+		{name: "exception .NET HttpClient timeout", status: failed, events: excs(exc("System.Threading.Tasks.TaskCanceledException", dotnetHTTPTimeout)), want: true},
+		{name: "exception Java cancellation", status: failed, events: excs(exc("java.util.concurrent.CancellationException", "Task was cancelled.")), want: true, wantCancelled: true},
+		{name: "exception Python asyncio cancellation", status: failed, events: excs(exc("asyncio.CancelledError", "")), want: true, wantCancelled: true},
+		{name: "exception ValueError does not count", status: failed, events: excs(exc("ValueError", "timeout must be positive")), want: false},
+		{name: "exception IOException's message is not read", status: failed, events: excs(exc("java.io.IOException", "Read timed out")), want: false},
+		{name: "exception type of the wrong type", status: failed, events: excs(Event{Name: EventException, Attrs: Attributes{Int(AttrExceptionType, 4)}}), want: false},
+		{name: "an event named otherwise does not count", status: failed, events: excs(Event{Name: "error", Attrs: Attributes{Str(AttrExceptionType, "TimeoutError")}}), want: false},
+		{name: "exception of an OK span does not count", status: StatusOK, events: excs(exc("java.net.SocketTimeoutException", "")), want: false},
+		{name: "exception of an unset span does not count", events: excs(exc("java.net.SocketTimeoutException", "")), want: false},
+		{
+			name: "exception is not read beside a gRPC status", status: failed,
+			attrs: []Attr{Int(AttrRPCGRPCStatusCode, 2)}, events: excs(exc("java.net.SocketTimeoutException", "")),
+			want: false,
+		},
+		{
+			name: "one exception event of several is enough", status: failed,
+			events: excs(exc("java.io.IOException", ""), exc("TimeoutError", ""), Event{Name: "retry"}),
+			want:   true,
+		},
+
+		// Precedence between pieces of evidence.
 		{
 			name:  "any one piece of evidence is enough",
 			attrs: []Attr{Int(AttrHTTPStatusCode, 200), Str(AttrErrorType, "x"), Int(AttrRPCGRPCStatusCode, 4)},
 			want:  true,
 		},
+		{
+			name:  "a cancellation beats a bare timeout",
+			attrs: []Attr{Str(AttrErrorType, "timeout"), Int(AttrHTTPStatusCode, 499)},
+			want:  true, wantCancelled: true,
+		},
+		{
+			name: "a cancelled exception beats a timed-out one", status: failed,
+			events: excs(exc("TimeoutError", ""), exc("asyncio.CancelledError", "")),
+			want:   true, wantCancelled: true,
+		},
+		{
+			name: "a cancellation in the description beats a timeout error.type", status: failed,
+			attrs: []Attr{Str(AttrErrorType, "timeout")}, msg: "context canceled",
+			want: true, wantCancelled: true,
+		},
+		{
+			name: ".NET: a cancellation explained by HttpClient.Timeout beats error.type TaskCanceledException", status: failed,
+			attrs: []Attr{Str(AttrErrorType, "System.Threading.Tasks.TaskCanceledException")}, msg: dotnetHTTPTimeout,
+			events: excs(exc("System.Threading.Tasks.TaskCanceledException", dotnetHTTPTimeout)),
+			want:   true,
+		},
+		{
+			name: ".NET: an explained timeout beats another exception's cancellation", status: failed,
+			events: excs(exc("System.OperationCanceledException", ""), exc("System.Threading.Tasks.TaskCanceledException", dotnetHTTPTimeout)),
+			want:   true,
+		},
 	}
-	for _, tt := range tests {
+}
+
+func TestReadBudgetTimedOut(t *testing.T) {
+	for _, tt := range timeoutCases() {
 		t.Run(tt.name, func(t *testing.T) {
-			got := ReadBudget(clientSpan(tt.attrs...))
+			got := ReadBudget(tt.span())
 			require.Equal(t, tt.want, got.TimedOut)
 			require.Equal(t, tt.wantCancelled, got.Cancelled)
 			require.Equal(t, tt.wantInvalid, got.Invalid)
 		})
 	}
+}
+
+// TestStatusEvidenceKeepsVerdict replaces each table span's status
+// description by StatusEvidence and drops its exception events, as
+// analyze.Compact does, and expects the same verdict.
+func TestStatusEvidenceKeepsVerdict(t *testing.T) {
+	for _, tt := range timeoutCases() {
+		t.Run(tt.name, func(t *testing.T) {
+			s := tt.span()
+			c := *s
+			c.StatusMessage, c.Events = StatusEvidence(s), nil
+			require.LessOrEqual(t, len(c.StatusMessage), len("canceled by a timeout"))
+			want, got := ReadBudget(s), ReadBudget(&c)
+			require.Equal(t, want.TimedOut, got.TimedOut)
+			require.Equal(t, want.Cancelled, got.Cancelled)
+		})
+	}
+}
+
+func TestEvidenceText(t *testing.T) {
+	for v := verdictNone; v <= verdictTimerCancel; v++ {
+		require.Equal(t, v, textVerdict(evidenceText(v)), "verdict %d", v)
+	}
+	require.Empty(t, StatusEvidence(&Span{StatusCode: StatusOK, StatusMessage: "timeout"}))
+}
+
+// FuzzReadBudgetStatus feeds arbitrary status descriptions, exception types
+// and messages, and status attributes into ReadBudget. The invariants: it
+// never panics; Cancelled implies TimedOut; only a failed span is read from
+// free text, so the same span with status OK says nothing unless its
+// attributes do; and StatusEvidence in place of the description and events
+// keeps the verdict (what analyze.Compact relies on).
+func FuzzReadBudgetStatus(f *testing.F) {
+	f.Add("context deadline exceeded", "*url.Error", `Get "http://a": context canceled`, "", "", int64(-1))
+	f.Add("rpc error: code = Canceled desc = context deadline exceeded", "", "", "CANCELLED", "grpc", int64(4))
+	f.Add(dotnetHTTPTimeout, "System.Threading.Tasks.TaskCanceledException", dotnetHTTPTimeout, "", "", int64(200))
+	f.Add(`"""timeout`, "ValueError", "timeout", "4", "grpc", int64(499))
+	f.Add("rpc error: code = ", "*", "\"", "1", "", int64(504))
+	f.Fuzz(func(t *testing.T, msg, excType, excMsg, rpcStatus, rpcSystem string, httpCode int64) {
+		var attrs Attributes
+		if rpcStatus != "" {
+			attrs = append(attrs, Str(AttrRPCResponseStatusCode, rpcStatus))
+		}
+		if rpcSystem != "" {
+			attrs = append(attrs, Str(AttrRPCSystemName, rpcSystem))
+		}
+		if httpCode >= 0 {
+			attrs = append(attrs, Int(AttrHTTPStatusCodeOld, httpCode))
+		}
+		s := clientSpan(attrs...)
+		s.StatusCode, s.StatusMessage = StatusError, msg
+		s.Events = []Event{{Name: EventException, Attrs: Attributes{Str(AttrExceptionType, excType), Str(AttrExceptionMessage, excMsg)}}}
+		got := ReadBudget(s)
+		require.True(t, !got.Cancelled || got.TimedOut, "Cancelled without TimedOut")
+
+		c := *s
+		c.StatusMessage, c.Events = StatusEvidence(s), nil
+		compacted := ReadBudget(&c)
+		require.Equal(t, got.TimedOut, compacted.TimedOut)
+		require.Equal(t, got.Cancelled, compacted.Cancelled)
+
+		ok := *s
+		ok.StatusCode = StatusOK
+		attrsOnly := ReadBudget(clientSpan(attrs...))
+		okGot := ReadBudget(&ok)
+		require.Equal(t, attrsOnly.TimedOut, okGot.TimedOut)
+		require.Equal(t, attrsOnly.Cancelled, okGot.Cancelled)
+	})
 }
 
 func TestReadBudgetCancellations(t *testing.T) {

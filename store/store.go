@@ -51,11 +51,13 @@ type Store interface {
 	Spans(ctx context.Context, w Window, limit int) ([]schema.Span, error)
 	// Findings returns one page of findings, newest first.
 	Findings(ctx context.Context, q FindingQuery) (FindingPage, error)
-	// Paths aggregates hops per call path over a window.
+	// Paths aggregates hops per call path over a window, and counts the
+	// findings detected on each path in it (see PathStats.FindingsByKind).
 	Paths(ctx context.Context, w Window, limit int) ([]PathStats, error)
 	// Edges aggregates calls per caller→callee edge over a window.
 	Edges(ctx context.Context, w Window, limit int) ([]EdgeStats, error)
-	// Totals counts requests and findings over a window.
+	// Totals counts requests and findings over a window (see
+	// Totals.FindingsByKind).
 	Totals(ctx context.Context, w Window) (Totals, error)
 
 	// Ping checks that the engine answers.
@@ -123,7 +125,11 @@ type PathStats struct {
 	MaxCallsPerTrace  uint64   // most entries on this path in one trace
 	MeanCallsPerTrace float64
 	WithinBudget      uint64 // requests answered without error within their budget
-	FindingsByKind    map[schema.Kind]uint64
+	// FindingsByKind counts distinct findings (by id) on this path detected
+	// in the window: a finding written more than once (an edge verdict
+	// restated, a trace analysed again) counts once, and a re-analysed
+	// trace's superseded findings not at all.
+	FindingsByKind map[schema.Kind]uint64
 }
 
 // EdgeStats are the figures of one caller→callee edge over a window.
@@ -147,8 +153,10 @@ type EdgeStats struct {
 
 // Totals are whole-system figures over a window.
 type Totals struct {
-	Requests       uint64 // root hops
-	WithinBudget   uint64 // root hops answered without error within their budget
+	Requests     uint64 // root hops
+	WithinBudget uint64 // root hops answered without error within their budget
+	// FindingsByKind counts distinct findings (by id) detected in the
+	// window, as PathStats.FindingsByKind does.
 	FindingsByKind map[schema.Kind]uint64
 }
 

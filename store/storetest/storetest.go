@@ -55,6 +55,7 @@ func Run(t *testing.T, h Harness) {
 		{"hostile filter values", testHostileFilters},
 		{"version-gated extras", testExtras},
 		{"a re-analysed trace counts once", testReanalysis},
+		{"a finding written again counts once", testDistinctFindingCounts},
 		{"deadline returns promptly", testDeadline},
 	}
 	for _, tt := range tests {
@@ -710,4 +711,109 @@ func testReanalysis(t *testing.T, h Harness) {
 		ids = append(ids, f.ID)
 	}
 	require.ElementsMatch(t, []string{"current", "edge", "once"}, ids)
+}
+
+// testDistinctFindingCounts writes findings the way the pipeline rewrites
+// them: one edge's latency_inversion at every edge evaluation (26 rows of
+// one id, its evidence and severity changing), a trace analysed twice
+// (recorded as re-analysed, the same finding ids both times) and a trace's
+// findings stored twice under two batch tokens. Every count (summary, paths,
+// edges) counts each distinct finding once, as the findings read lists it.
+func testDistinctFindingCounts(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	ctx := ctxT(t)
+	base := uint64(1_700_000_000_000_000_000)
+	const caller, callee = "a:op", "a:op > b:op"
+	hopsOf := func(trace int, analyzed uint64) []schema.Hop {
+		start := base + uint64(trace)*1e9
+		root := schema.Hop{TraceID: tid(trace), SpanID: sid(trace * 10), Service: "a", Operation: "op", Kind: schema.KindServer,
+			Path: caller, RootPath: caller, StartNs: start, DurationNs: 900e6, BudgetMs: schema.Ms(500), PathCalls: 1, AnalyzedNs: analyzed}
+		call := schema.Hop{TraceID: tid(trace), SpanID: sid(trace*10 + 1), ParentSpanID: root.SpanID, Service: "a", Operation: "GET b",
+			Kind: schema.KindClient, Path: callee, RootPath: caller, CallerService: "a", CallerOperation: "op",
+			CalleeService: "b", CalleeOperation: "op", StartNs: start + 1, DurationNs: 300e6, TimeoutMs: schema.Ms(300),
+			Attempt: 1, PathCalls: 1, AnalyzedNs: analyzed}
+		return []schema.Hop{root, call}
+	}
+	finding := func(id string, kind schema.Kind, trace int, path string, at uint64) schema.Finding {
+		f := schema.Finding{ID: id, Kind: kind, Severity: schema.SeverityWarning, Service: "a", Operation: "op",
+			CallerService: "a", CalleeService: "b", Path: path, DetectedAt: time.Unix(0, int64(at)).UTC(),
+			Evidence: map[string]float64{"timeout_ms": 300}, Message: id}
+		if trace > 0 {
+			f.TraceID, f.SpanID = tid(trace).String(), sid(trace*10+1).String()
+		}
+		return f
+	}
+
+	// Trace 1, analysed at t1 and again at t2 (late spans re-opened it):
+	// the second analysis yields the same ids.
+	t1, t2 := base+60e9, base+120e9
+	require.NoError(t, s.WriteHops(ctx, "t1-a1", hopsOf(1, t1)))
+	require.NoError(t, s.WriteFindings(ctx, "t1-a1", []schema.Finding{
+		finding("t1-orphan", schema.KindOrphanedWork, 1, callee, t1), finding("t1-inversion", schema.KindTimeoutInversion, 1, callee, t1)}))
+	require.NoError(t, s.WriteReanalysed(ctx, "t1-a2", []schema.TraceID{tid(1)}, t2))
+	require.NoError(t, s.WriteHops(ctx, "t1-a2", hopsOf(1, t2)))
+	require.NoError(t, s.WriteFindings(ctx, "t1-a2", []schema.Finding{
+		finding("t1-orphan", schema.KindOrphanedWork, 1, callee, t2), finding("t1-inversion", schema.KindTimeoutInversion, 1, callee, t2)}))
+	// Trace 2: the same rows stored twice, under two tokens.
+	require.NoError(t, s.WriteHops(ctx, "t2", hopsOf(2, t1)))
+	for _, token := range []string{"t2-first", "t2-again"} {
+		require.NoError(t, s.WriteFindings(ctx, token, []schema.Finding{finding("t2-reset", schema.KindBudgetReset, 2, caller, t1)}))
+	}
+	// The edge a → b, evaluated every minute for 26 minutes: one id.
+	const evaluations = 26
+	for i := range evaluations {
+		f := finding("edge-a-b", schema.KindLatencyInversion, 0, callee, base+uint64(i)*60e9)
+		f.Evidence = map[string]float64{"timeout_ms": 300, "p99_ms": 400 + float64(i), "samples": float64(100 + i)}
+		if i%2 == 1 {
+			f.Severity = schema.SeverityCritical
+		}
+		require.NoError(t, s.WriteFindings(ctx, fmt.Sprintf("edge-%d", i), []schema.Finding{f}))
+	}
+	n, err := s.CountRows(ctx, "findings")
+	require.NoError(t, err)
+	require.EqualValues(t, 2+2+2+evaluations, n, "every write is a row")
+
+	w := store.Window{SinceNs: base, UntilNs: base + 30*60e9}
+	page, err := s.Findings(ctx, store.FindingQuery{Window: w, Limit: store.MaxPageSize})
+	require.NoError(t, err)
+	listed := map[schema.Kind][]string{}
+	for _, f := range page.Findings {
+		listed[f.Kind] = append(listed[f.Kind], f.ID)
+	}
+	require.Equal(t, map[schema.Kind][]string{
+		schema.KindLatencyInversion: {"edge-a-b"}, schema.KindOrphanedWork: {"t1-orphan"},
+		schema.KindTimeoutInversion: {"t1-inversion"}, schema.KindBudgetReset: {"t2-reset"},
+	}, listed, "the findings read lists each id once")
+
+	tot, err := s.Totals(ctx, w)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, tot.Requests)
+	require.Equal(t, map[schema.Kind]uint64{
+		schema.KindLatencyInversion: 1, schema.KindOrphanedWork: 1, schema.KindTimeoutInversion: 1, schema.KindBudgetReset: 1,
+	}, tot.FindingsByKind, "the summary counts what the findings read lists")
+
+	paths, err := s.Paths(ctx, w, 0)
+	require.NoError(t, err)
+	byPath := map[string]map[schema.Kind]uint64{}
+	for _, p := range paths {
+		byPath[p.Path] = p.FindingsByKind
+	}
+	require.Equal(t, map[string]map[schema.Kind]uint64{
+		caller: {schema.KindBudgetReset: 1},
+		callee: {schema.KindLatencyInversion: 1, schema.KindOrphanedWork: 1, schema.KindTimeoutInversion: 1},
+	}, byPath)
+
+	// Edges count calls, from hops: the findings written again add nothing,
+	// and the re-analysed trace's calls count once.
+	edges, err := s.Edges(ctx, w, 0)
+	require.NoError(t, err)
+	require.Len(t, edges, 1)
+	require.EqualValues(t, 2, edges[0].Calls)
+
+	// A window holding the last five evaluations only still counts the
+	// edge's finding once.
+	recent := store.Window{SinceNs: base + (evaluations-5)*60e9, UntilNs: w.UntilNs}
+	tot, err = s.Totals(ctx, recent)
+	require.NoError(t, err)
+	require.Equal(t, map[schema.Kind]uint64{schema.KindLatencyInversion: 1}, tot.FindingsByKind)
 }
