@@ -633,3 +633,43 @@ func TestDeadlineCancelsHandler(t *testing.T) {
 	require.ErrorIs(t, <-saw, context.DeadlineExceeded)
 	require.Equal(t, []string{budget.CancelDeadline}, cancelSources(tr.spanNamed(t, "svc")))
 }
+
+// TestBudgetClockStartsAtTheSpanStart: whatever runs between the SERVER
+// span's start and the budget middleware (here 30 ms of it) is part of the
+// request's time, so the deadline is the span's start plus the budget, and
+// the recorded budget.remaining_ms is the budget at the span's start, the
+// instant budgetd measures it from.
+func TestBudgetClockStartsAtTheSpanStart(t *testing.T) {
+	tr := newTracing(t)
+	srv, err := budget.NewServer(budget.DefaultServerConfig())
+	require.NoError(t, err)
+	var deadline time.Time
+	inner := srv.Middleware(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		deadline, _ = r.Context().Deadline()
+	}))
+	slowBefore := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(30 * time.Millisecond) // the work before the middleware: a slow auth check
+		inner.ServeHTTP(w, r)
+	})
+	ts := httptest.NewServer(otelhttp.NewHandler(slowBefore, "order", otelhttp.WithTracerProvider(tr.tp)))
+	req, err := http.NewRequest(http.MethodGet, ts.URL, nil)
+	require.NoError(t, err)
+	req.Header.Set(budget.HeaderTimeoutMs, "400")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	ts.Close()
+
+	spans := tr.rec.Ended()
+	require.Len(t, spans, 1)
+	start := spans[0].StartTime()
+	require.WithinDuration(t, start.Add(400*time.Millisecond), deadline, time.Millisecond,
+		"the deadline counts from the span's start, not from the middleware 30 ms later")
+	var remaining float64
+	for _, a := range spans[0].Attributes() {
+		if a.Key == budget.AttrRemainingMs {
+			remaining = a.Value.AsFloat64()
+		}
+	}
+	require.InDelta(t, 400, remaining, 0.001)
+}

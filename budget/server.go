@@ -109,13 +109,16 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 // the context (outgoing calls through Transport, database drivers) stops when
 // it runs out, or when the caller disconnects.
 //
+// The budget's clock starts when the request arrived (arrival: the start
+// of the SERVER span otelhttp began), not when the middleware runs.
+//
 // It records budget.remaining_ms, budget.source and, on refusal,
 // budget.rejected on the span of the request context, and adds the event
 // budget.cancelled when the context ends before next returns. Wrap the
 // result in otelhttp.NewHandler so that span is the SERVER span.
 func (s *Server) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		now := time.Now()
+		now := arrival(r.Context())
 		remaining, source := s.cfg.Default, s.fallbackSource()
 		if d, ok := headerBudget(r.Header, now, s.cfg.AcceptDeadlineHeader, s.cfg.MaxClockSkew); ok {
 			remaining, source = d, SourcePropagated
@@ -141,7 +144,7 @@ func (s *Server) Middleware(next http.Handler) http.Handler {
 // run.
 func (s *Server) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		now := time.Now()
+		now := arrival(ctx)
 		remaining, source := s.cfg.Default, s.fallbackSource()
 		if dl, ok := ctx.Deadline(); ok {
 			remaining, source = dl.Sub(now), SourcePropagated
@@ -154,6 +157,25 @@ func (s *Server) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 		defer watchCancel(ctx, trace.SpanFromContext(ctx))()
 		return handler(ctx, req)
 	}
+}
+
+// arrival returns when the request arrived: the start of the SERVER span in
+// ctx when the OpenTelemetry SDK records it, else now. The budget clock
+// starts there rather than when this middleware runs, so the budget
+// recorded on the span is the budget at the span's start, as the attribute
+// contract defines budget.remaining_ms, and budgetd's arithmetic from span
+// start times matches the deadline the service really enforces. A budget
+// received in a header is a budget from when it was sent; starting its
+// clock at arrival rather than later only gives this hop less time, never
+// more.
+func arrival(ctx context.Context) time.Time {
+	now := time.Now()
+	if s, ok := trace.SpanFromContext(ctx).(interface{ StartTime() time.Time }); ok {
+		if at := s.StartTime(); !at.IsZero() && !at.After(now) {
+			return at
+		}
+	}
+	return now
 }
 
 // fallbackSource is the budget.source of a request that brought no budget.
