@@ -75,6 +75,9 @@ type callSample struct {
 // timeout, which is no latency_inversion (DESIGN §5, the recommended design
 // is clean).
 func stoppedAtDeadline(h *schema.Hop) bool {
+	if b := h.BudgetMs; b != nil && *b > 0 && nearMs(nsToMs(int64(h.DurationNs)), *b) {
+		return true // the budget it received
+	}
 	r := h.RemainingMs
 	if r == nil {
 		r = h.InferredRemainingMs
@@ -82,8 +85,29 @@ func stoppedAtDeadline(h *schema.Hop) bool {
 	if r == nil || *r <= 0 {
 		return false
 	}
-	width := max(clusterWidth**r, defaultSkewToleranceMs)
-	return math.Abs(nsToMs(int64(h.DurationNs))-*r) <= width
+	return nearMs(nsToMs(int64(h.DurationNs)), *r)
+}
+
+// stoppedWithCall reports whether callee hop s ended when its caller's call
+// c timed out by its own timeout (recorded or inferred): a callee that
+// honours the deadline its caller passed down stops at that very instant.
+func stoppedWithCall(c, s *schema.Hop) bool {
+	t := c.TimeoutMs
+	if t == nil {
+		t = c.InferredTimeoutMs
+	}
+	if t == nil || *t <= 0 || !c.TimedOut {
+		return false
+	}
+	end := nsToMs(int64(s.StartNs+s.DurationNs) - int64(c.StartNs))
+	return nearMs(end, *t)
+}
+
+// nearMs reports whether two durations agree within the width of one
+// timer's firings: clusterWidth of the larger, at least the default skew
+// tolerance.
+func nearMs(a, b float64) bool {
+	return math.Abs(a-b) <= max(clusterWidth*max(a, b), defaultSkewToleranceMs)
 }
 
 // spanRef identifies a span across traces.
@@ -134,7 +158,7 @@ func eachCall(hops []schema.Hop, fn func(callSample)) {
 			// runs later: its latency is its own.
 			if j, ok := child[spanRef{h.TraceID, h.SpanID}]; ok && h.Kind == schema.KindClient {
 				s.latencyMs = nsToMs(int64(hops[j].DurationNs))
-				s.atDeadline = stoppedAtDeadline(&hops[j])
+				s.atDeadline = stoppedAtDeadline(&hops[j]) || stoppedWithCall(h, &hops[j])
 			}
 			if h.TimeoutMs != nil {
 				s.hasTimeout, s.timeoutMs = true, *h.TimeoutMs

@@ -293,7 +293,9 @@ func (v *view) endsWithAncestor(i int) bool {
 	// it, and then the call's timeout was below the root's deadline and
 	// cannot be an inversion either. An inner hop's end is no such
 	// evidence: a hop that reset the deadline returns when its own call
-	// times out, long after the deadline above it.
+	// times out, long after the deadline above it. (The price: such a
+	// call's edge gets no estimate from these waits, so a latency_inversion
+	// under a root that fails with its call is not inferred.)
 	j := i
 	for ; v.n[j].parent >= 0; j = v.n[j].parent {
 		if v.asyncStart(j) {

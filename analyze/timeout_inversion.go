@@ -19,6 +19,12 @@ import (
 // whose estimated timeout reaches its caller's own (reachesCallerTimeout)
 // is an inversion too.
 //
+// Where each clock started is allowed for (docs/attributes.md §3b): the
+// budget that bounds the call may have been read up to clockSlack after its
+// span began, and every hop below that received it as a relative figure
+// restarted it on arrival. The call is an inversion only when it is one for
+// every such instant. A recorded timeout counts from the CLIENT span's start.
+//
 // Severity: critical when the timeout is at least twice what was left, or
 // nothing was left at all; warning otherwise.
 func (v *view) timeoutInversions(now time.Time, out []schema.Finding) []schema.Finding {
@@ -38,6 +44,11 @@ func (v *view) timeoutInversions(now time.Time, out []schema.Finding) []schema.F
 		left := r.ms
 		if !r.inferred {
 			left += v.slackMs(i)
+		}
+		// A call that carries the budget itself (the edge client) sets
+		// the deadline with its timeout: the two are one clock.
+		if own := nd.facts.RemainingMs; own != nil && !timeout.inferred && timeout.ms <= *own && r.ms >= *own {
+			continue
 		}
 		reachesCaller := timeout.ms < left && v.reachesCallerTimeout(i, timeout)
 		if timeout.ms < left && !reachesCaller {

@@ -41,8 +41,8 @@ func TestTimeoutInversion(t *testing.T) {
 		},
 		{
 			// The gateway's middleware may have read its budget up to 5 ms
-			// (the skew tolerance) after its span started, before the first
-			// call: a timeout the deadline explains then is no inversion.
+			// (the skew tolerance) after its span started: a timeout that
+			// clock explains is no inversion.
 			name: "timeout within the clock-start allowance",
 			spans: build(1,
 				sp{id: 1, svc: "gateway", name: "GET /checkout", kind: server, start: 0, end: 1200, attrs: attrs(rem(1000))},

@@ -60,7 +60,7 @@ type node struct {
 
 	hasDeadline bool
 	deadline    int64 // D: earliest deadline of any budgeted ancestor-or-self
-	clockSlack  int64 // how much later D may really be (clockSlack of the span that set it)
+	clockSlack  int64 // how much later D may really be: the clockSlack of the span that set it plus the transit since
 	hasEdge     bool
 	edge        int64 // the root deadline: the root's budget, or the topmost source=edge one
 
@@ -432,6 +432,11 @@ func (v *view) budgets() {
 		if p := nd.parent; p >= 0 && !async {
 			pn := &v.n[p]
 			nd.hasDeadline, nd.deadline, nd.clockSlack = pn.hasDeadline, pn.deadline, pn.clockSlack
+			// A budget passed down as a relative figure starts again when
+			// the request arrives: the time in transit is the callee's too.
+			if v.t.Spans[p].Kind == schema.KindClient && v.isEntry(i) {
+				nd.clockSlack += max(nd.start-pn.start, 0)
+			}
 			nd.hasEdge, nd.edge = pn.hasEdge, pn.edge
 			nd.hasGiveUp, nd.giveUp, nd.giveUpWhy, nd.giveUpBy = pn.hasGiveUp, pn.giveUp, pn.giveUpWhy, pn.giveUpBy
 			if v.t.Spans[p].Kind == schema.KindClient {
@@ -489,10 +494,15 @@ func (v *view) asyncStart(i int) bool {
 // expired_on_arrival) must also hold had the clock started this much later:
 // up to the start of the span's first child (or its end), and no more than
 // the skew tolerance. A budget read from a request header was sent before
-// the span started and needs no allowance.
+// the span started and needs no allowance, nor does a CLIENT span carrying
+// the edge budget (no middleware runs there). Below, each hop that received
+// the budget as a relative figure (a header, grpc-timeout) started its clock
+// on arrival, so the time between its caller's CLIENT span and its own
+// start is added (budgets); slackMs caps the sum at the width of one timer's
+// firings: 2 % of what is left, at least the skew tolerance.
 func (v *view) clockSlack(i int) int64 {
 	nd := &v.n[i]
-	if nd.facts.Inferred {
+	if nd.facts.Inferred || !v.t.Spans[i].Kind.IsEntry() {
 		return 0
 	}
 	at := min(nd.end, nd.start+v.tolNs)
@@ -528,9 +538,17 @@ func (nd *node) earlierGiveUp(at int64, why giveUpReason, by string) {
 	}
 }
 
-// slackMs is span i's clockSlack in milliseconds: how much more than R the
-// request may really have had left at span i (0 when R was not recorded).
-func (v *view) slackMs(i int) float64 { return nsToMs(v.n[i].clockSlack) }
+// slackMs is span i's clockSlack in milliseconds, capped at the width of
+// one timer's firings (2 % of R, at least the skew tolerance): how much more
+// than R the request may really have had left at span i (0 when R was not
+// recorded).
+func (v *view) slackMs(i int) float64 {
+	capNs := v.tolNs
+	if r, ok := v.remaining(i); ok && r > 0 {
+		capNs = max(capNs, msToNs(clusterWidth*r))
+	}
+	return nsToMs(min(v.n[i].clockSlack, capNs))
+}
 
 // remaining returns R at span i's start: the deadline D minus the start.
 func (v *view) remaining(i int) (float64, bool) {

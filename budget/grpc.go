@@ -79,7 +79,17 @@ func (c clientStats) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context
 	}
 	ctx = c.h.TagRPC(ctx, info)
 	if attrs, ok := ctx.Value(clientAttrsKey{}).([]attribute.KeyValue); ok {
-		trace.SpanFromContext(ctx).SetAttributes(attrs...)
+		span := trace.SpanFromContext(ctx)
+		span.SetAttributes(attrs...)
+		// The interceptor computed the timeout before this span started;
+		// measured from the span's start, the attempt's deadline leaves it
+		// a little less, and that is the timeout budgetd compares with what
+		// the request had left at the span's start.
+		if dl, ok := ctx.Deadline(); ok && hasTimeout(attrs) {
+			if at := arrival(ctx); at.Before(dl) {
+				span.SetAttributes(attribute.Float64(AttrTimeoutMs, ms(dl.Sub(at))))
+			}
+		}
 	}
 	return ctx
 }
@@ -104,4 +114,14 @@ func (c clientStats) HandleConn(ctx context.Context, s stats.ConnStats) {
 	if c.h != nil {
 		c.h.HandleConn(ctx, s)
 	}
+}
+
+// hasTimeout reports whether attrs carry budget.timeout_ms.
+func hasTimeout(attrs []attribute.KeyValue) bool {
+	for _, a := range attrs {
+		if a.Key == AttrTimeoutMs {
+			return true
+		}
+	}
+	return false
 }

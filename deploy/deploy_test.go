@@ -36,6 +36,7 @@ const (
 // (pipeline/metrics.go, ingest/metrics.go, api/server.go).
 const metricAllowList = `
 budgetd_findings_total
+budgetd_edge_findings_holding
 budgetd_orphaned_work_seconds_total
 budgetd_retry_amplification_calls
 budgetd_analysis_traces_total

@@ -22,6 +22,10 @@ type metrics struct {
 	writeErrors *prometheus.CounterVec
 	readErrors  prometheus.Counter
 	inferred    *prometheus.CounterVec
+	holding     *prometheus.GaugeVec
+	// held are the label values holding has series for and their values,
+	// as the last edge evaluation set them. Guarded by Pipeline.edgeMu.
+	held map[[3]string]float64
 }
 
 func newMetrics(reg prometheus.Registerer, p *Pipeline) (*metrics, error) {
@@ -60,6 +64,12 @@ func newMetrics(reg prometheus.Registerer, p *Pipeline) (*metrics, error) {
 			Name: "budgetd_analysis_inferred_findings_total",
 			Help: "Distinct findings resting on an inferred timeout or deadline (evidence.inferred = 1), by kind.",
 		}, []string{"kind"}),
+		holding: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "budgetd_edge_findings_holding",
+			Help: "Edge findings (latency_inversion) whose verdict held at the last evaluation (analyze.edge_findings_every), " +
+				"by kind, caller service and callee service: one per operation-level edge, absent once no verdict holds. " +
+				"Services beyond the first 200 seen are reported as _other, as in budgetd_findings_total.",
+		}, []string{"kind", "service", "callee"}),
 	}
 	if reg == nil {
 		return m, nil
@@ -88,7 +98,7 @@ func newMetrics(reg prometheus.Registerer, p *Pipeline) (*metrics, error) {
 	edgeStats := func(f func(analyze.Counters) float64) func() float64 {
 		return func() float64 { return f(p.analyzer.Counters()) }
 	}
-	collectors := []prometheus.Collector{m.byService, m.orphaned, m.amplified, m.traces, m.skews, m.findings, m.writeErrors, m.readErrors, m.inferred,
+	collectors := []prometheus.Collector{m.byService, m.orphaned, m.amplified, m.traces, m.skews, m.findings, m.writeErrors, m.readErrors, m.inferred, m.holding,
 		dropped, droppedSpans, droppedFull, reopened, pendingTraces, pendingSpans}
 	for _, t := range []struct {
 		table         string
@@ -151,6 +161,37 @@ func (m *metrics) observeFindings(fs []schema.Finding) {
 			m.amplified.Observe(f.Evidence["calls"])
 		}
 	}
+}
+
+// holdEdgeFindings sets budgetd_edge_findings_holding to the edge findings
+// of an evaluation: the number of distinct findings (by id) per kind, caller
+// and callee service, with the service labels of budgetd_findings_total.
+// Where budgetd_findings_total counts a verdict once, when it starts to
+// hold, this gauge says that it still holds, so that an alert can fire for
+// as long as it does. The series of a verdict that lapsed are deleted, after
+// the current ones are set: a scrape during an evaluation sees each series
+// that holds before and after it, never a gap (Reset and then Set would
+// leave one). The findings are bounded by the edges the analyzer tracks
+// (analyze.max_edges). Called with Pipeline.edgeMu held.
+func (m *metrics) holdEdgeFindings(fs []schema.Finding) {
+	cur := make(map[[3]string]float64)
+	seen := make(map[string]struct{}, len(fs))
+	for _, f := range fs {
+		if _, dup := seen[f.ID]; dup {
+			continue
+		}
+		seen[f.ID] = struct{}{}
+		cur[[3]string{string(f.Kind), m.services.label(f.Service), m.services.label(f.CalleeService)}]++
+	}
+	for l, n := range cur {
+		m.holding.WithLabelValues(l[0], l[1], l[2]).Set(n)
+	}
+	for l := range m.held {
+		if _, ok := cur[l]; !ok {
+			m.holding.DeleteLabelValues(l[0], l[1], l[2])
+		}
+	}
+	m.held = cur
 }
 
 // maxServiceLabels bounds the service label values of the per-service

@@ -277,14 +277,18 @@ func (p *Pipeline) mergeStored(ctx context.Context, tr analyze.Assembled) []sche
 // writeEdgeFindings computes per-edge findings over the window and writes
 // those that changed since the last evaluation (edgeVerdicts.next). The
 // metrics count an edge's finding when its verdict starts to hold, not at
-// every evaluation that still finds it.
+// every evaluation that still finds it; budgetd_edge_findings_holding
+// reports the verdicts that hold at this evaluation, whether or not their
+// write succeeds.
 func (p *Pipeline) writeEdgeFindings(ctx context.Context) error {
 	p.edgeMu.Lock()
 	defer p.edgeMu.Unlock()
 	now := p.now()
-	next, started, changed := p.edges.next(p.analyzer.EdgeFindings(now), now, p.analyzer.Config().EdgeWindow)
+	findings := p.analyzer.EdgeFindings(now)
+	next, started, changed := p.edges.next(findings, now, p.analyzer.Config().EdgeWindow)
 	p.edges = next
 	p.metrics.observeFindings(started)
+	p.metrics.holdEdgeFindings(findings)
 	if len(changed) == 0 {
 		return nil
 	}

@@ -366,3 +366,94 @@ func TestCountedFindingsBounded(t *testing.T) {
 	require.Len(t, c.order, len(c.ids))
 	require.Len(t, newCountedFindings(0, 3).fresh(tr(1), []schema.Finding{f("a")}), 1, "nothing remembered")
 }
+
+// gaugeSeries returns the samples of the gauge family name, by their kind,
+// service and callee labels joined with "/".
+func gaugeSeries(t *testing.T, reg *prometheus.Registry, name string) map[string]float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	out := map[string]float64{}
+	for _, mf := range families {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			l := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				l[lp.GetName()] = lp.GetValue()
+			}
+			out[l["kind"]+"/"+l["service"]+"/"+l["callee"]] = m.GetGauge().GetValue()
+		}
+	}
+	return out
+}
+
+// TestEdgeFindingsHoldingGauge evaluates the edges every minute for 45
+// minutes while the fixture's latency_inversion holds: the holding gauge is
+// 1 for that edge at every evaluation, while budgetd_findings_total counted
+// the verdict once, when it started. Once the edge's calls leave the edge
+// window the verdict lapses and the gauge's series is gone.
+func TestEdgeFindingsHoldingGauge(t *testing.T) {
+	s := openStore(t, "pipeline_edge_holding")
+	reg := prometheus.NewRegistry()
+	spans := fixtureSpans(t, "latency_inversion_positive")
+	clock := time.Unix(0, int64(spans[0].StartNs)).Add(time.Minute)
+	cfg := analyze.DefaultConfig()
+	// A window that holds the fixture's calls for the whole test.
+	cfg.EdgeWindow = time.Hour
+	p, err := New(DefaultConfig(), Settings{Store: s, Analyzer: analyze.New(cfg), Registerer: reg,
+		Now: func() time.Time { return clock }})
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.Empty(t, gaugeSeries(t, reg, "budgetd_edge_findings_holding"), "no series before an evaluation")
+	p.Spans(spans)
+	require.NoError(t, p.process(ctx, true))
+
+	inverted := p.analyzer.EdgeFindings(clock)
+	require.Len(t, inverted, 1, "the fixture's edge is inverted")
+	f := inverted[0]
+	require.NotEmpty(t, f.Service)
+	require.NotEmpty(t, f.CalleeService)
+	want := map[string]float64{string(schema.KindLatencyInversion) + "/" + f.Service + "/" + f.CalleeService: 1}
+	for i := range 46 {
+		require.NoError(t, p.writeEdgeFindings(ctx))
+		require.Equal(t, want, gaugeSeries(t, reg, "budgetd_edge_findings_holding"), "evaluation %d: the verdict holds", i)
+		require.EqualValues(t, 1, counterSum(t, reg, "budgetd_findings_total", schema.KindLatencyInversion), "counted once, when it started")
+		clock = clock.Add(time.Minute)
+	}
+
+	// The edge's calls are older than the window: the verdict lapses.
+	clock = clock.Add(cfg.EdgeWindow)
+	require.Empty(t, p.analyzer.EdgeFindings(clock))
+	require.NoError(t, p.writeEdgeFindings(ctx))
+	require.Empty(t, gaugeSeries(t, reg, "budgetd_edge_findings_holding"), "a lapsed verdict has no series")
+	require.EqualValues(t, 1, counterSum(t, reg, "budgetd_findings_total", schema.KindLatencyInversion))
+}
+
+// TestHoldEdgeFindings sets the holding gauge from a few evaluations: it
+// counts distinct findings per kind, service and callee, maps services past
+// the label bound to _other as budgetd_findings_total does, and keeps only
+// the series of the last evaluation.
+func TestHoldEdgeFindings(t *testing.T) {
+	m, err := newMetrics(nil, nil)
+	require.NoError(t, err)
+	m.services = newLabelSet(2)
+	inversion := func(id, caller, callee string) schema.Finding {
+		return schema.Finding{ID: id, Kind: schema.KindLatencyInversion, Service: caller, CallerService: caller, CalleeService: callee}
+	}
+	series := func() map[string]float64 {
+		reg := prometheus.NewRegistry()
+		require.NoError(t, reg.Register(m.holding))
+		return gaugeSeries(t, reg, "budgetd_edge_findings_holding")
+	}
+	m.holdEdgeFindings([]schema.Finding{
+		inversion("a-b:1", "a", "b"), inversion("a-b:2", "a", "b"), inversion("a-b:2", "a", "b"), // two operations, one twice
+		inversion("c-d", "c", "d"), // c and d are past the bound
+	})
+	require.Equal(t, map[string]float64{"latency_inversion/a/b": 2, "latency_inversion/_other/_other": 1}, series())
+	m.holdEdgeFindings([]schema.Finding{inversion("a-b:1", "a", "b")})
+	require.Equal(t, map[string]float64{"latency_inversion/a/b": 1}, series(), "lapsed verdicts leave")
+	m.holdEdgeFindings(nil)
+	require.Empty(t, series())
+}
