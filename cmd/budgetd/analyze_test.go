@@ -40,7 +40,7 @@ func TestAnalyzeFilesMatchGolden(t *testing.T) {
 func TestAnalyzeTableAndErrors(t *testing.T) {
 	out, _, err := runCmd(t, "analyze", fixture("seed000_independent_timeouts.json"))
 	require.NoError(t, err)
-	require.Contains(t, out, "FINDINGS (37)") // 11 from timing, 25 from the timeouts the hops recorded (inferred deadlines)
+	require.Contains(t, out, "FINDINGS (37)") // 11 from timing, 26 from the timeouts the hops recorded (inferred deadlines) and the trace's own timed-out attempts
 	require.Contains(t, out, "db was called 12 times")
 	require.Regexp(t, `(?m)^critical\s+retry_amplification\s+-\s+ab0+3e9\s+db was called 12 times`, out, "recorded: no confidence")
 	require.Regexp(t, `(?m)^warning\s+timeout_inversion\s+1\.00\s+ab0+3e9\s+gateway gave order a 30000 ms timeout`, out, "inferred deadline from a recorded timeout: confidence 1")
