@@ -118,3 +118,23 @@ func BenchmarkDetectors(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkManyFailedSiblings analyses a handler that fanned out 5,000
+// concurrent calls of one kind, every one failing and none retried:
+// grouping them into logical calls must not grow with the square of the
+// calls.
+func BenchmarkManyFailedSiblings(b *testing.B) {
+	specs := []sp{{id: 1, svc: "batch", name: "run", kind: server, start: 0, end: 60000}}
+	for k := 0; k < 5000; k++ {
+		at := float64(k)
+		specs = append(specs, sp{id: 2 + k, parent: 1, svc: "batch", name: "GET", kind: client, start: at, end: at + 50000,
+			status: schema.StatusError, attrs: attrs(peerSvc("store"))})
+	}
+	tr := schema.NewTrace(build(1, specs...))
+	cfg := testConfig()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		newView(tr, cfg)
+	}
+}

@@ -89,18 +89,18 @@ func stoppedAtDeadline(h *schema.Hop) bool {
 }
 
 // stoppedWithCall reports whether callee hop s ended when its caller's call
-// c timed out by its own timeout (recorded or inferred): a callee that
-// honours the deadline its caller passed down stops at that very instant.
+// c gave up (timed out or was cancelled): a callee that honours the
+// deadline its caller passed down stops at that very instant, however late
+// a loaded machine makes both. Its latency then says when the caller
+// stopped waiting, not how long the work takes; a callee that runs on after
+// its caller gave up is not this, and counts.
 func stoppedWithCall(c, s *schema.Hop) bool {
-	t := c.TimeoutMs
-	if t == nil {
-		t = c.InferredTimeoutMs
-	}
-	if t == nil || *t <= 0 || !c.TimedOut {
+	if !c.TimedOut {
 		return false
 	}
+	callEnd := nsToMs(int64(c.DurationNs))
 	end := nsToMs(int64(s.StartNs+s.DurationNs) - int64(c.StartNs))
-	return nearMs(end, *t)
+	return nearMs(end, callEnd)
 }
 
 // nearMs reports whether two durations agree within the width of one

@@ -60,7 +60,7 @@ type node struct {
 
 	hasDeadline bool
 	deadline    int64 // D: earliest deadline of any budgeted ancestor-or-self
-	clockSlack  int64 // how much later D may really be: the clockSlack of the span that set it plus the transit since
+	clockSlack  int64 // how much later D may really be: the clockSlack of the span that set it plus the transits since
 	hasEdge     bool
 	edge        int64 // the root deadline: the root's budget, or the topmost source=edge one
 
@@ -316,6 +316,13 @@ func (v *view) groupCalls() {
 	}
 }
 
+// maxRetryScan bounds how many of the calls opened last a sibling without
+// an attempt number is matched against, so a handler that fans out
+// thousands of failing calls costs linear time
+// (BenchmarkManyFailedSiblings): a retry of a call opened more than 64
+// calls before it is taken for a new call.
+const maxRetryScan = 64
+
 // attemptCand is a CLIENT/PRODUCER span that may be an attempt of a call.
 type attemptCand struct {
 	name, peer string
@@ -325,13 +332,14 @@ type attemptCand struct {
 // splitAttempts numbers the attempts among candidate siblings, in start
 // order, and opens logical calls.
 //
-// An explicit attempt number continues the call opened last when it is
-// above that call's last attempt, and starts a new call otherwise. Without
-// one, a sibling is the next attempt of a call whose last attempt failed
-// and had ended when the sibling started (the latest such call, when
-// several fan-out calls failed); otherwise it is a new call. Concurrent
-// siblings are therefore never attempts of one another: fan-out to shards
-// and hedged requests are separate calls (DESIGN §5).
+// An explicit attempt number continues the call continued or opened last
+// when it is above that call's last attempt, and starts a new call
+// otherwise. Without one, a sibling is the next attempt of a call whose last
+// attempt failed and had ended when the sibling started (the latest-ended
+// such call among the maxRetryScan calls opened last, when several fan-out
+// calls failed); otherwise it is a new call. Concurrent siblings are
+// therefore never attempts of one another: fan-out to shards and hedged
+// requests are separate calls (DESIGN §5).
 func (v *view) splitAttempts(cands []attemptCand) {
 	type open struct {
 		call    int
@@ -339,6 +347,7 @@ func (v *view) splitAttempts(cands []attemptCand) {
 		attempt uint32 // its attempt number
 	}
 	var opens []open
+	recent := -1 // the open call continued or opened last
 	for _, c := range cands {
 		i := c.i
 		explicit := v.n[i].facts.Attempt
@@ -352,12 +361,12 @@ func (v *view) splitAttempts(cands []attemptCand) {
 		switch {
 		case explicit > 0:
 			attempt = explicit
-			if k := len(opens) - 1; k >= 0 && explicit > opens[k].attempt {
-				cont = k
+			if recent >= 0 && explicit > opens[recent].attempt {
+				cont = recent
 			}
 		default:
 			start := v.t.Spans[i].StartNs
-			for k := range opens {
+			for k := len(opens) - 1; k >= max(len(opens)-maxRetryScan, 0); k-- {
 				last := &v.t.Spans[opens[k].last]
 				if !v.n[opens[k].last].failed || start < last.EndNs {
 					continue
@@ -384,10 +393,7 @@ func (v *view) splitAttempts(cands []attemptCand) {
 		v.n[i].call = o.call
 		v.n[i].attempt = attempt
 		o.last, o.attempt = i, attempt
-		// A call opened later is where an explicit attempt number continues.
-		if cont != len(opens)-1 {
-			opens = append(append(opens[:cont:cont], opens[cont+1:]...), *o)
-		}
+		recent = cont
 	}
 }
 
@@ -434,8 +440,10 @@ func (v *view) budgets() {
 			nd.hasDeadline, nd.deadline, nd.clockSlack = pn.hasDeadline, pn.deadline, pn.clockSlack
 			// A budget passed down as a relative figure starts again when
 			// the request arrives: the time in transit is the callee's too.
+			// (bounded by the call's own duration, so a server clock that
+			// runs far ahead cannot buy a subtree more than its call took).
 			if v.t.Spans[p].Kind == schema.KindClient && v.isEntry(i) {
-				nd.clockSlack += max(nd.start-pn.start, 0)
+				nd.clockSlack += min(max(nd.start-pn.start, 0), pn.end-pn.start)
 			}
 			nd.hasEdge, nd.edge = pn.hasEdge, pn.edge
 			nd.hasGiveUp, nd.giveUp, nd.giveUpWhy, nd.giveUpBy = pn.hasGiveUp, pn.giveUp, pn.giveUpWhy, pn.giveUpBy
@@ -445,8 +453,13 @@ func (v *view) budgets() {
 		}
 		if r := nd.facts.RemainingMs; r != nil {
 			d := nd.start + msToNs(*r)
+			own := v.clockSlack(i)
 			if !nd.hasDeadline || d < nd.deadline {
-				nd.hasDeadline, nd.deadline, nd.clockSlack = true, d, v.clockSlack(i)
+				nd.hasDeadline, nd.deadline, nd.clockSlack = true, d, own
+			} else {
+				// The hop says what it had: its own deadline is at most d
+				// (read up to own later), whatever the transits above.
+				nd.clockSlack = min(nd.clockSlack, d-nd.deadline+own)
 			}
 			// The root deadline is the root's budget. When the root has none
 			// (a browser or mobile client without instrumentation for it),
@@ -498,8 +511,12 @@ func (v *view) asyncStart(i int) bool {
 // the edge budget (no middleware runs there). Below, each hop that received
 // the budget as a relative figure (a header, grpc-timeout) started its clock
 // on arrival, so the time between its caller's CLIENT span and its own
-// start is added (budgets); slackMs caps the sum at the width of one timer's
-// firings: 2 % of what is left, at least the skew tolerance.
+// start is added (budgets), at most the call's duration. That transit is
+// measured, not guessed: under load it reaches tens of milliseconds, and a
+// deadline passed on as a relative figure really is that much later below.
+// A hop that records its budget says how much later its own deadline is
+// (its deadline minus D, plus its own clockSlack), and the allowance below
+// it is no more than that.
 func (v *view) clockSlack(i int) int64 {
 	nd := &v.n[i]
 	if nd.facts.Inferred || !v.t.Spans[i].Kind.IsEntry() {
@@ -538,17 +555,9 @@ func (nd *node) earlierGiveUp(at int64, why giveUpReason, by string) {
 	}
 }
 
-// slackMs is span i's clockSlack in milliseconds, capped at the width of
-// one timer's firings (2 % of R, at least the skew tolerance): how much more
-// than R the request may really have had left at span i (0 when R was not
-// recorded).
-func (v *view) slackMs(i int) float64 {
-	capNs := v.tolNs
-	if r, ok := v.remaining(i); ok && r > 0 {
-		capNs = max(capNs, msToNs(clusterWidth*r))
-	}
-	return nsToMs(min(v.n[i].clockSlack, capNs))
-}
+// slackMs is span i's clockSlack in milliseconds: how much more than R the
+// request may really have had left at span i (0 when R was not recorded).
+func (v *view) slackMs(i int) float64 { return nsToMs(v.n[i].clockSlack) }
 
 // remaining returns R at span i's start: the deadline D minus the start.
 func (v *view) remaining(i int) (float64, bool) {

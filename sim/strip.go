@@ -49,22 +49,31 @@ type strippedSpan struct {
 }
 
 func (s strippedSpan) Attributes() []attribute.KeyValue {
-	return withoutBudget(s.ReadOnlySpan.Attributes())
+	return StripBudgetAttrs(s.ReadOnlySpan.Attributes())
 }
 
 func (s strippedSpan) Events() []sdktrace.Event {
+	return StripBudgetEvents(s.ReadOnlySpan.Events())
+}
+
+// StripBudgetEvents returns evs without the budget events (budget.cancelled)
+// and with StripBudgetAttrs applied to the others: what a service with no
+// budget instrumentation records. sim/shapes strips its spans with it too.
+func StripBudgetEvents(evs []sdktrace.Event) []sdktrace.Event {
 	var out []sdktrace.Event
-	for _, e := range s.ReadOnlySpan.Events() {
+	for _, e := range evs {
 		if isBudgetKey(e.Name) {
 			continue
 		}
-		e.Attributes = withoutBudget(e.Attributes)
+		e.Attributes = StripBudgetAttrs(e.Attributes)
 		out = append(out, e)
 	}
 	return out
 }
 
-func withoutBudget(kvs []attribute.KeyValue) []attribute.KeyValue {
+// StripBudgetAttrs returns kvs without the budget.* attributes and the
+// budget header attributes budgetd reads a budget from.
+func StripBudgetAttrs(kvs []attribute.KeyValue) []attribute.KeyValue {
 	out := make([]attribute.KeyValue, 0, len(kvs))
 	for _, kv := range kvs {
 		if !isBudgetKey(string(kv.Key)) {

@@ -103,24 +103,12 @@ func runAsync(ctx context.Context, o Options, name string, carryBudget bool, cou
 		}); err != nil {
 			return err
 		}
-		if err := n.edgeServe(ctx, edgeOpts{budget: 300 * time.Millisecond, record: true}, func(tp *sdktrace.TracerProvider) (handlerFunc, error) {
-			c := n.httpClient(tp, &budget.Transport{})
-			return func(ctx context.Context) error {
-				_, err := n.httpCall(ctx, c, "edge", "api", callOpts{edge: true})
-				return err
-			}, nil
-		}); err != nil {
+		if err := n.httpEdge(ctx, 300*time.Millisecond, "api"); err != nil {
 			return err
 		}
 		return n.load(ctx, count, 5)
 	}()
-	return finish(ctx, n, err, func() Truth {
-		b := newTruth(name, o.Strip, n.rec)
-		b.orphans()
-		b.inversions(!o.Strip)
-		b.latencyAll(!o.Strip)
-		return b.truth()
-	})
+	return finish(ctx, n, err, func() Truth { return newTruth(name, o.Strip, n.rec).standard().truth() })
 }
 
 // consume runs the worker: one goroutine per message, each starting after
@@ -150,8 +138,8 @@ func (n *network) consume(q *queue, plan []asyncPlan, carryBudget bool) {
 			}
 			_, id := n.rec.startInv(ctx, "worker", -1, deadline)
 			time.Sleep(p.work)
-			n.rec.endInv(id, false)
 			span.End()
+			n.rec.endInv(id, false)
 		}()
 	}
 	wg.Wait()

@@ -47,7 +47,7 @@ func grpcChain(ctx context.Context, o Options, name string, reset bool, count in
 		}); err != nil {
 			return err
 		}
-		var toDB, toOrder, toGateway *grpc.ClientConn
+		var toDB, toOrder *grpc.ClientConn
 		var err error
 		if err := n.grpcServeWith(ctx, "order", grpcOpts{budget: inner()}, func(tp *sdktrace.TracerProvider) (handlerFunc, error) {
 			toDB, err = n.grpcConn(tp, "db", lib)
@@ -75,12 +75,7 @@ func grpcChain(ctx context.Context, o Options, name string, reset bool, count in
 		}); err != nil {
 			return err
 		}
-		if err := n.edgeServe(ctx, edgeOpts{budget: edgeBudget, record: true}, func(tp *sdktrace.TracerProvider) (handlerFunc, error) {
-			toGateway, err = n.grpcConn(tp, "gateway", lib)
-			return func(ctx context.Context) error {
-				return n.grpcCall(ctx, toGateway, "edge", "gateway", callOpts{edge: true})
-			}, err
-		}); err != nil {
+		if err := n.grpcEdge(ctx, edgeBudget, "gateway", lib); err != nil {
 			return err
 		}
 		return n.load(ctx, count, 5)
@@ -219,23 +214,12 @@ func fanout(fail bool) func(context.Context, Options) (Result, error) {
 			}); err != nil {
 				return err
 			}
-			if err := n.edgeServe(ctx, edgeOpts{budget: 500 * time.Millisecond, record: true}, func(tp *sdktrace.TracerProvider) (handlerFunc, error) {
-				cc, err := n.grpcConn(tp, "api", lib)
-				return func(ctx context.Context) error {
-					return n.grpcCall(ctx, cc, "edge", "api", callOpts{edge: true})
-				}, err
-			}); err != nil {
+			if err := n.grpcEdge(ctx, 500*time.Millisecond, "api", lib); err != nil {
 				return err
 			}
 			return n.load(ctx, count, 5)
 		}()
-		return finish(ctx, n, err, func() Truth {
-			b := newTruth(name, o.Strip, n.rec)
-			b.orphans()
-			b.inversions(!o.Strip)
-			b.latencyAll(!o.Strip)
-			return b.truth()
-		})
+		return finish(ctx, n, err, func() Truth { return newTruth(name, o.Strip, n.rec).standard().truth() })
 	}
 }
 
@@ -308,23 +292,12 @@ func hedging(ignoreCancel bool) func(context.Context, Options) (Result, error) {
 			}); err != nil {
 				return err
 			}
-			if err := n.edgeServe(ctx, edgeOpts{budget: 500 * time.Millisecond, record: true}, func(tp *sdktrace.TracerProvider) (handlerFunc, error) {
-				cc, err := n.grpcConn(tp, "api", lib)
-				return func(ctx context.Context) error {
-					return n.grpcCall(ctx, cc, "edge", "api", callOpts{edge: true})
-				}, err
-			}); err != nil {
+			if err := n.grpcEdge(ctx, 500*time.Millisecond, "api", lib); err != nil {
 				return err
 			}
 			return n.load(ctx, count, 5)
 		}()
-		return finish(ctx, n, err, func() Truth {
-			b := newTruth(name, o.Strip, n.rec)
-			b.orphans()
-			b.inversions(!o.Strip)
-			b.latencyAll(!o.Strip)
-			return b.truth()
-		})
+		return finish(ctx, n, err, func() Truth { return newTruth(name, o.Strip, n.rec).standard().truth() })
 	}
 }
 

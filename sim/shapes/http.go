@@ -144,22 +144,13 @@ func partialSampling(inversion bool) func(context.Context, Options) (Result, err
 			}); err != nil {
 				return err
 			}
-			if err := n.edgeServe(ctx, edgeOpts{budget: 500 * time.Millisecond, record: true}, func(tp *sdktrace.TracerProvider) (handlerFunc, error) {
-				c := n.httpClient(tp, &budget.Transport{})
-				return func(ctx context.Context) error {
-					_, err := n.httpCall(ctx, c, "edge", "gateway", callOpts{edge: true})
-					return err
-				}, nil
-			}); err != nil {
+			if err := n.httpEdge(ctx, 500*time.Millisecond, "gateway"); err != nil {
 				return err
 			}
 			return n.load(ctx, count, 5)
 		}()
 		return finish(ctx, n, err, func() Truth {
-			b := newTruth(name, o.Strip, n.rec)
-			b.orphans()
-			b.inversions(!o.Strip)
-			b.latencyAll(!o.Strip)
+			b := newTruth(name, o.Strip, n.rec).standard()
 			if inversion {
 				b.entries(schema.KindBudgetReset, "db", func(*invRec) verdict { return unsure })
 			}

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -153,7 +154,10 @@ func (n *network) grpcServeWith(ctx context.Context, name string, o grpcOpts, mk
 	}
 	ints = append(ints, n.recordUnary(name))
 	srv := grpc.NewServer(
-		grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(tp), otelgrpc.WithPropagators(propagators))),
+		grpc.StatsHandler(endAfterRPC{
+			Handler: otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(tp), otelgrpc.WithPropagators(propagators)),
+			rec:     n.rec,
+		}),
 		grpc.ChainUnaryInterceptor(ints...),
 	)
 	full := grpcMethod(name)
@@ -209,7 +213,7 @@ func (n *network) recordUnary(service string) grpc.UnaryServerInterceptor {
 		ctx = context.WithValue(ctx, reqKey{}, req0)
 		ctx, id := n.rec.startInv(ctx, service, call, time.Time{})
 		resp, err := h(ctx, req)
-		n.rec.endInv(id, false)
+		n.rec.finishInv(ctx, id)
 		return resp, err
 	}
 }
@@ -338,7 +342,7 @@ func (n *network) httpServeWith(ctx context.Context, name string, o httpOpts, mk
 		rctx := context.WithValue(r.Context(), reqKey{}, req)
 		rctx, id := n.rec.startInv(rctx, name, call, time.Time{})
 		err := h(rctx)
-		n.rec.endInv(id, false)
+		defer n.rec.finishInv(rctx, id)
 		code := http.StatusOK
 		var hs httpStatus
 		switch {
@@ -358,9 +362,40 @@ func (n *network) httpServeWith(ctx context.Context, name string, o httpOpts, mk
 			otelhttp.WithTracerProvider(tp), otelhttp.WithPropagators(propagators),
 			otelhttp.WithSpanNameFormatter(func(string, *http.Request) string { return "GET /" + name }))
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: n.endAfter(handler), ReadHeaderTimeout: 5 * time.Second}
 	n.startHTTP(srv, lis)
 	return tp, nil
+}
+
+// endAfter wraps an instrumented HTTP handler so that the invocations it
+// serves end when it returns, after otelhttp ended the span (deferEnd).
+func (n *network) endAfter(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, e := deferEnd(r.Context())
+		h.ServeHTTP(w, r.WithContext(ctx))
+		n.rec.endDeferred(e)
+	})
+}
+
+// endAfterRPC is otelgrpc's server stats handler ending the invocation of
+// each RPC after it ended the RPC's span (deferEnd).
+type endAfterRPC struct {
+	stats.Handler
+	rec *recorder
+}
+
+func (h endAfterRPC) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
+	ctx, _ = deferEnd(h.Handler.TagRPC(ctx, info))
+	return ctx
+}
+
+func (h endAfterRPC) HandleRPC(ctx context.Context, s stats.RPCStats) {
+	h.Handler.HandleRPC(ctx, s)
+	if _, end := s.(*stats.End); end {
+		if e, ok := ctx.Value(invEndKey{}).(*invEnd); ok {
+			h.rec.endDeferred(e)
+		}
+	}
 }
 
 func (n *network) startHTTP(srv *http.Server, lis net.Listener) {
@@ -448,6 +483,29 @@ type edgeOpts struct {
 	record bool
 }
 
+// grpcEdge starts the entry point "edge" (edgeServe, its budget recorded)
+// calling callee over gRPC through lib.
+func (n *network) grpcEdge(ctx context.Context, edgeBudget time.Duration, callee string, lib *budget.GRPCClient) error {
+	return n.edgeServe(ctx, edgeOpts{budget: edgeBudget, record: true}, func(tp *sdktrace.TracerProvider) (handlerFunc, error) {
+		cc, err := n.grpcConn(tp, callee, lib)
+		return func(ctx context.Context) error {
+			return n.grpcCall(ctx, cc, "edge", callee, callOpts{edge: true})
+		}, err
+	})
+}
+
+// httpEdge starts the entry point "edge" (edgeServe, its budget recorded)
+// calling callee over HTTP through package budget's Transport.
+func (n *network) httpEdge(ctx context.Context, edgeBudget time.Duration, callee string) error {
+	return n.edgeServe(ctx, edgeOpts{budget: edgeBudget, record: true}, func(tp *sdktrace.TracerProvider) (handlerFunc, error) {
+		c := n.httpClient(tp, &budget.Transport{})
+		return func(ctx context.Context) error {
+			_, err := n.httpCall(ctx, c, "edge", callee, callOpts{edge: true})
+			return err
+		}, nil
+	})
+}
+
 // edgeServe starts the entry point "edge": an otelhttp server whose handler
 // runs call under the edge's deadline and answers 504 when it ran out. The
 // load generator (an uninstrumented client, a browser) calls it.
@@ -476,7 +534,7 @@ func (n *network) edgeServe(ctx context.Context, o edgeOpts, mk func(*sdktrace.T
 		n.rec.edgeRequest(ctx, dl.Add(-o.budget), dl)
 		ctx, id := n.rec.startEdge(ctx, dl)
 		err := call(ctx)
-		defer n.rec.endInv(id, false)
+		defer n.rec.finishInv(ctx, id)
 		switch {
 		case err == nil:
 			w.WriteHeader(http.StatusOK)
@@ -496,7 +554,7 @@ func (n *network) edgeServe(ctx context.Context, o edgeOpts, mk func(*sdktrace.T
 	handler = otelhttp.NewHandler(handler, "GET /checkout",
 		otelhttp.WithTracerProvider(tp), otelhttp.WithPropagators(propagators),
 		otelhttp.WithSpanNameFormatter(func(string, *http.Request) string { return "GET /checkout" }))
-	n.startHTTP(&http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}, lis)
+	n.startHTTP(&http.Server{Handler: n.endAfter(handler), ReadHeaderTimeout: 5 * time.Second}, lis)
 	return nil
 }
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/budgetd/budgetd/ingest"
 	"github.com/budgetd/budgetd/schema"
+	"github.com/budgetd/budgetd/sim"
 )
 
 // propagators carry the trace context between services. They are passed to
@@ -126,19 +126,6 @@ func (t *telemetry) shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// budgetHeaderAttrs are the recorded request headers budgetd reads a budget
-// from when budget.* is absent; a service without budget instrumentation
-// records neither (the same list as sim/strip.go).
-var budgetHeaderAttrs = map[string]bool{
-	schema.AttrHeaderRequestTimeoutMs: true,
-	schema.AttrHeaderGRPCTimeout:      true,
-	schema.AttrMetadataGRPCTimeout:    true,
-	schema.AttrHeaderEnvoyExpectedMs:  true,
-	schema.AttrHeaderRequestDeadline:  true,
-}
-
-func isBudgetKey(k string) bool { return strings.HasPrefix(k, "budget.") || budgetHeaderAttrs[k] }
-
 // oldHTTPNames maps the attribute names otelhttp v0.72 emits (HTTP semantic
 // conventions v1.26+) to the names of the conventions before v1.20, which
 // many deployed libraries (older otelhttp, Java agent 1.x, Python, .NET)
@@ -182,7 +169,7 @@ type rewrittenSpan struct {
 func (s rewrittenSpan) Attributes() []attribute.KeyValue {
 	kvs := s.ReadOnlySpan.Attributes()
 	if s.e.strip {
-		kvs = withoutBudget(kvs)
+		kvs = sim.StripBudgetAttrs(kvs)
 	}
 	if s.e.old {
 		kvs = oldSemconv(kvs, s.SpanKind().String() == "server")
@@ -191,29 +178,10 @@ func (s rewrittenSpan) Attributes() []attribute.KeyValue {
 }
 
 func (s rewrittenSpan) Events() []sdktrace.Event {
-	evs := s.ReadOnlySpan.Events()
 	if !s.e.strip {
-		return evs
+		return s.ReadOnlySpan.Events()
 	}
-	var out []sdktrace.Event
-	for _, ev := range evs {
-		if isBudgetKey(ev.Name) {
-			continue
-		}
-		ev.Attributes = withoutBudget(ev.Attributes)
-		out = append(out, ev)
-	}
-	return out
-}
-
-func withoutBudget(kvs []attribute.KeyValue) []attribute.KeyValue {
-	out := make([]attribute.KeyValue, 0, len(kvs))
-	for _, kv := range kvs {
-		if !isBudgetKey(string(kv.Key)) {
-			out = append(out, kv)
-		}
-	}
-	return out
+	return sim.StripBudgetEvents(s.ReadOnlySpan.Events())
 }
 
 func oldSemconv(kvs []attribute.KeyValue, server bool) []attribute.KeyValue {
