@@ -49,13 +49,16 @@
 // minus the time elapsed since that ancestor started; a reset below never
 // raises it. A recorded budget may have been read up to the skew tolerance
 // after its span started (a middleware runs after the SERVER span began),
-// so the verdicts that need R to be small enough must hold for that much
-// more (clockSlack).
+// and a budget passed on as a relative figure restarts at each arrival, so
+// the verdicts that need R to be small enough must hold for that much more
+// (clockSlack, docs/attributes.md §3b).
 //
 // Asynchronous boundaries: a CONSUMER span under another service's span, or
 // any child of a PRODUCER span, starts a new chain. Nobody waits for it, so
 // neither the publisher's deadline nor its callers giving up reach it;
-// only a budget the message carried (on the consumer's span) does. G, the instant a span's callers stopped waiting, is the earliest
+// only a budget the message carried (on the consumer's span) does.
+//
+// G, the instant a span's callers stopped waiting, is the earliest
 // of the ends of its CLIENT ancestors (a PRODUCER does not wait), the root
 // deadline (the root's start plus its budget or, when the root carries none,
 // that of the topmost hop with budget.source=edge) and any budget.cancelled
@@ -108,8 +111,8 @@
 // and a latency: the callee's own SERVER/CONSUMER span when it recorded one
 // (the caller's span stops at its timeout, the callee's does not), the call
 // span otherwise; a PRODUCER's own span, since it never waits for its
-// consumer. A callee that stopped at the deadline it was given counts as a
-// call but not as a latency: that is when its budget ran out, not how long
+// consumer. A callee that stopped at the deadline it was given, or with its
+// caller's giving up, counts as a call but not as a latency: that is when its budget ran out, not how long
 // its work takes. An entry span whose caller's client was not instrumented
 // counts as a call with its own duration. Latency quantiles come from a
 // bounded log-bucketed sketch with 1 % relative error; timeouts are counted

@@ -255,7 +255,7 @@ func (v *view) waitSamples(fn func(waitSample)) {
 		case f.Cancelled || len(f.Cancellations) > 0:
 			continue
 		case f.TimedOut:
-			if v.calleeAnswered(i) || v.endsWithAncestor(i) {
+			if v.calleeAnswered(i) || v.endsWithAncestor(i) || v.passesOnAnswer(i) {
 				continue
 			}
 			w.gaveUp = true
@@ -264,6 +264,30 @@ func (v *view) waitSamples(fn func(waitSample)) {
 		}
 		fn(w)
 	}
+}
+
+// passesOnAnswer reports whether entry i ended, within one timer width,
+// when one of its own calls got an answer: a timed-out entry that only
+// passed on the 504 its callee sent (after its retries ran out, say) shows
+// its callee's timing, not a deadline of its own, and estimating one from
+// it would judge the callee's timeouts against their own sum.
+func (v *view) passesOnAnswer(i int) bool {
+	if v.t.Spans[i].Kind.IsCall() {
+		return false
+	}
+	nd := &v.n[i]
+	width := max(int64(clusterWidth*float64(nd.end-nd.start)), v.tolNs)
+	for c := range v.n {
+		cn := &v.n[c]
+		if cn.call < 0 || cn.entry != i || v.t.Spans[c].Kind != schema.KindClient {
+			continue
+		}
+		answered := v.calleeAnswered(c) || (!cn.facts.TimedOut && v.answered(c))
+		if answered && cn.end >= nd.end-width && cn.end <= nd.end+width {
+			return true
+		}
+	}
+	return false
 }
 
 // endsWithAncestor reports whether timed-out call i ended when a deadline
@@ -303,7 +327,7 @@ func (v *view) endsWithAncestor(i int) bool {
 		}
 	}
 	rf := &v.n[j].facts
-	return j != i && v.isRoot(j) && v.t.Spans[j].Kind.IsEntry() && rf.TimedOut && !rf.Cancelled && near(v.n[j].end)
+	return j != i && v.isRoot(j) && !v.t.Spans[j].Kind.IsCall() && rf.TimedOut && !rf.Cancelled && near(v.n[j].end)
 }
 
 // calleeAnswered reports whether timed-out call i ended with an answer: an

@@ -312,3 +312,45 @@ func TestPartialTrace(t *testing.T) {
 	require.Empty(t, ofKind(r.Findings, schema.KindTimeoutInversion), "1 s timeout within the 5 s pricing was given")
 	require.Equal(t, pathMissing+"pricing:POST /price", hopOf(t, r, 4).Path)
 }
+
+// TestRootThatPassesOnAnAnswerHasNoDeadlineOfItsOwn: a client whose
+// request fails because the gateway's two 700 ms attempts ran out answers
+// its user with the gateway's 504, 1,430 ms in. That is the gateway's
+// timing, not a deadline of the client's: estimating one from it would
+// judge the gateway's second attempt (started with 700 ms of "deadline"
+// left) against the sum of its own timeouts.
+func TestRootThatPassesOnAnAnswerHasNoDeadlineOfItsOwn(t *testing.T) {
+	var spans []schema.Span
+	for n := 1; n <= 20; n++ {
+		off := float64(n%4) * 0.4
+		spans = append(spans, build(n,
+			sp{id: 1, svc: "client", name: "checkout", kind: internal, start: 0, end: 1431.7 + off, status: schema.StatusError, attrs: attrs(httpCode(504))},
+			sp{id: 2, parent: 1, svc: "client", name: "POST /checkout", kind: client, start: 0.1, end: 1431.6 + off, status: schema.StatusError, attrs: attrs(httpCode(504))},
+			sp{id: 3, parent: 2, svc: "gateway", name: "POST /checkout", kind: server, start: 1.9, end: 1431.5 + off, status: schema.StatusError, attrs: attrs(httpCode(504))},
+			sp{id: 4, parent: 3, svc: "gateway", name: "POST /order", kind: client, start: 4, end: 705, status: schema.StatusError, attrs: attrs(timedOut(), peerSvc("order"))},
+			sp{id: 5, parent: 3, svc: "gateway", name: "POST /order", kind: client, start: 730 + off, end: 1431 + off, status: schema.StatusError, attrs: attrs(timedOut(), peerSvc("order"))},
+		)...)
+	}
+	rep := Analyze(spans, testNow, testConfig())
+	require.Empty(t, ofKind(rep.Findings, schema.KindTimeoutInversion))
+	require.Len(t, ofKind(rep.Findings, schema.KindRetryAmplification), 0)
+}
+
+// TestEdgeClientTimeoutIsItsOwnDeadline: a user-facing client (an INTERNAL
+// root span) gives up at 1.5 s, and so does its one call. Without
+// attributes both waits cluster at 1.5 s; they are one deadline, not a call
+// that waits as long as its caller has left.
+func TestEdgeClientTimeoutIsItsOwnDeadline(t *testing.T) {
+	var spans []schema.Span
+	for n := 1; n <= 20; n++ {
+		off := float64(n%4) * 0.3
+		spans = append(spans, build(n,
+			sp{id: 1, svc: "mobile", name: "checkout", kind: internal, start: 0, end: 1500.5 + off, status: schema.StatusError, attrs: attrs(timedOut())},
+			sp{id: 2, parent: 1, svc: "mobile", name: "POST /checkout", kind: client, start: 0.1, end: 1500.4 + off, status: schema.StatusError, attrs: attrs(timedOut(), peerSvc("gateway"))},
+			sp{id: 3, parent: 2, svc: "gateway", name: "POST /checkout", kind: server, start: 1, end: 2500},
+		)...)
+	}
+	rep := Analyze(spans, testNow, testConfig())
+	require.Empty(t, ofKind(rep.Findings, schema.KindTimeoutInversion))
+	require.Len(t, ofKind(rep.Findings, schema.KindOrphanedWork), 20, "the gateway's work after the user left is still seen")
+}

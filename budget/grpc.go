@@ -86,7 +86,7 @@ func (c clientStats) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context
 		// a little less, and that is the timeout budgetd compares with what
 		// the request had left at the span's start.
 		if dl, ok := ctx.Deadline(); ok && hasTimeout(attrs) {
-			if at := arrival(ctx); at.Before(dl) {
+			if at := spanStart(ctx); at.Before(dl) {
 				span.SetAttributes(attribute.Float64(AttrTimeoutMs, ms(dl.Sub(at))))
 			}
 		}

@@ -160,15 +160,18 @@ func (s *Server) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 }
 
 // arrival returns when the request arrived: the start of the SERVER span in
-// ctx when the OpenTelemetry SDK records it, else now. The budget clock
-// starts there rather than when this middleware runs, so the budget
-// recorded on the span is the budget at the span's start, as the attribute
-// contract defines budget.remaining_ms, and budgetd's arithmetic from span
-// start times matches the deadline the service really enforces. A budget
-// received in a header is a budget from when it was sent; starting its
-// clock at arrival rather than later only gives this hop less time, never
-// more.
-func arrival(ctx context.Context) time.Time {
+// ctx (spanStart). The budget clock starts there rather than when this
+// middleware runs, so the budget recorded on the span is the budget at the
+// span's start, as the attribute contract defines budget.remaining_ms, and
+// budgetd's arithmetic from span start times matches the deadline the
+// service really enforces. A budget received in a header is a budget from
+// when it was sent; starting its clock at arrival rather than later only
+// gives this hop less time, never more.
+func arrival(ctx context.Context) time.Time { return spanStart(ctx) }
+
+// spanStart returns the start of the span in ctx when the OpenTelemetry SDK
+// records it (and it is not in the future), else now.
+func spanStart(ctx context.Context) time.Time {
 	now := time.Now()
 	if s, ok := trace.SpanFromContext(ctx).(interface{ StartTime() time.Time }); ok {
 		if at := s.StartTime(); !at.IsZero() && !at.After(now) {

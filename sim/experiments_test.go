@@ -134,6 +134,25 @@ func TestExperiments(t *testing.T) {
 		}
 	})
 
+	t.Run("one propagated deadline has no configuration finding", func(t *testing.T) {
+		// The recommended design under a degraded database (DESIGN §5):
+		// nothing about its timeouts, budgets or retries is wrong. Work a
+		// stalled hop really did past its deadline may show as orphaned or
+		// expired work; checkGroundTruth compares that with the truth.
+		for _, res := range []map[string]experiment{results, stripped} {
+			ex, ok := res["seed000_deadline"]
+			require.True(t, ok, "the deadline scenario did not run")
+			for _, f := range ex.Measured.Findings {
+				switch f.Kind {
+				case "orphaned_work", "expired_on_arrival":
+				default:
+					require.Failf(t, "a finding on the recommended design", "stripped %v: %s on %s → %s: %v",
+						ex.Stripped, f.Kind, f.CallerService, f.CalleeService, f.Evidence)
+				}
+			}
+		}
+	})
+
 	t.Run("seed 002 budgets decrease as planned", func(t *testing.T) {
 		ex, ok := results["seed002_chain"]
 		require.True(t, ok, "the seed002 scenario did not run")
