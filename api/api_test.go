@@ -309,6 +309,11 @@ func testErrors(t *testing.T, ts *httptest.Server) {
 		{"/api/v1/findings?timeout=forever", 400, codeBadParameter, "timeout"},
 		{"/api/v1/paths?since=yesterday", 400, codeBadParameter, "since"},
 		{"/api/v1/paths?since=1h&until=2h", 400, codeBadParameter, "until"},
+		// Outside 1970..2262 a nanosecond bound wraps around: 400, not every row.
+		{"/api/v1/summary?since=1677-09-21T00:12:43Z&until=1678-01-01T00:00:00Z", 400, codeBadParameter, "since"},
+		{"/api/v1/summary?until=9999-12-31T23:59:59Z", 400, codeBadParameter, "until"},
+		{"/api/v1/findings?since=1969-12-31T23:59:59Z", 400, codeBadParameter, "outside the times budgetd stores"},
+		{"/api/v1/edges?since=2562047h", 400, codeBadParameter, "since"},
 		{"/api/v1/edges?limit=5000", 400, codeBadParameter, "limit"},
 		{"/api/v1/traces/not-hex", 400, codeBadParameter, "trace_id"},
 		{"/api/v1/traces/0123456789abcdef0123456789abcdef", 404, codeNotFound, ""},

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"math"
 	"strconv"
 	"time"
 
@@ -35,13 +36,22 @@ func (s *Server) window(c *gin.Context) (store.Window, error) {
 		if v == "" {
 			return def, nil
 		}
-		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-			return t, nil
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			d, derr := time.ParseDuration(v)
+			if derr != nil || d < 0 {
+				return time.Time{}, badParam(name, "want an RFC 3339 time or a duration before now such as 1h, got %q", v)
+			}
+			t = now.Add(-d)
 		}
-		if d, err := time.ParseDuration(v); err == nil && d >= 0 {
-			return now.Add(-d), nil
+		// Stored times are Unix nanoseconds in a UInt64 that Go's time
+		// arithmetic reads as an int64: outside this range a bound would
+		// wrap around and select the wrong rows instead of none.
+		if t.Before(earliestTime) || t.After(latestTime) {
+			return time.Time{}, badParam(name, "%q is outside the times budgetd stores (%s to %s)", v,
+				earliestTime.Format(time.RFC3339), latestTime.Format(time.RFC3339))
 		}
-		return time.Time{}, badParam(name, "want an RFC 3339 time or a duration before now such as 1h, got %q", v)
+		return t, nil
 	}
 	since, err := parse("since", now.Add(-s.cfg.DefaultWindow))
 	if err != nil {
@@ -54,11 +64,15 @@ func (s *Server) window(c *gin.Context) (store.Window, error) {
 	if until.Before(since) {
 		return store.Window{}, badParam("until", "is before since")
 	}
-	if since.Before(time.Unix(0, 0)) {
-		since = time.Unix(0, 0)
-	}
 	return store.WindowOf(since, until), nil
 }
+
+// The range of times a window may name: the Unix epoch to the last
+// nanosecond an int64 holds (2262-04-11).
+var (
+	earliestTime = time.Unix(0, 0).UTC()
+	latestTime   = time.Unix(0, math.MaxInt64).UTC()
+)
 
 // limit reads the limit parameter: 1..most, def when absent.
 func limit(c *gin.Context, def, most int) (int, error) {
