@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -192,6 +194,62 @@ func (s *Store) insert(ctx context.Context, table string, columns []string, toke
 		return fmt.Errorf("write %s: record dedup token: %w", table, err)
 	}
 	return nil
+}
+
+// maxPartitionsPerInsert bounds the day partitions one INSERT touches.
+// ClickHouse refuses a block that spans more than
+// max_partitions_per_insert_block (100 by default) with "Too many
+// partitions for single INSERT block" — a refusal no retry can cure, so a
+// batch of spans from a backfill or from senders with skewed clocks is
+// split before it gets there. 50 leaves room for servers that lower the
+// setting.
+const maxPartitionsPerInsert = 50
+
+// insertByDay is insert for the tables partitioned by the UTC day of a
+// Unix-nanosecond time (dayNs(i) is row i's): a batch whose rows fall on
+// more than maxPartitionsPerInsert days is written as several inserts of
+// consecutive days, each under the batch's token with its part number, so
+// a retry of the batch renders the same parts under the same tokens.
+func (s *Store) insertByDay(ctx context.Context, table string, columns []string, token string, n int, dayNs func(int) uint64, row func(int, []any) []any) error {
+	parts := splitByDay(n, dayNs, maxPartitionsPerInsert)
+	if parts == nil {
+		return s.insert(ctx, table, columns, token, n, row)
+	}
+	for p, rows := range parts {
+		err := s.insert(ctx, table, columns, token+"-p"+strconv.Itoa(p), len(rows), func(i int, dst []any) []any { return row(rows[i], dst) })
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// splitByDay groups the row numbers 0..n-1 by the UTC day of dayNs(i) into
+// parts of at most maxDays consecutive days, keeping row order within a
+// part. It returns nil when all rows fit in one part.
+func splitByDay(n int, dayNs func(int) uint64, maxDays int) [][]int {
+	const nsPerDay = uint64(24 * time.Hour)
+	days := make(map[uint64]int)
+	for i := range n {
+		days[dayNs(i)/nsPerDay] = 0
+	}
+	if len(days) <= maxDays {
+		return nil
+	}
+	sorted := make([]uint64, 0, len(days))
+	for d := range days {
+		sorted = append(sorted, d)
+	}
+	slices.Sort(sorted)
+	for rank, d := range sorted {
+		days[d] = rank / maxDays
+	}
+	parts := make([][]int, (len(sorted)+maxDays-1)/maxDays)
+	for i := range n {
+		p := days[dayNs(i)/nsPerDay]
+		parts[p] = append(parts[p], i)
+	}
+	return parts
 }
 
 // wrapCtx makes an engine error that happened because the context ended

@@ -126,14 +126,14 @@ func traceIndexRows(spans []schema.Span) []traceIndexRow {
 // trace-index rows, so a trace that can be found always has its spans.
 func (s *Store) WriteSpans(ctx context.Context, token string, spans []schema.Span) error {
 	var res resourceColumns
-	err := s.insert(ctx, "spans", spanColumns, token, len(spans), func(i int, dst []any) []any {
-		return appendSpanRow(dst, &spans[i], &res)
-	})
+	err := s.insertByDay(ctx, "spans", spanColumns, token, len(spans), func(i int) uint64 { return spans[i].StartNs },
+		func(i int, dst []any) []any { return appendSpanRow(dst, &spans[i], &res) })
 	if err != nil {
 		return wrapCtx(ctx, err)
 	}
 	idx := traceIndexRows(spans)
-	err = s.insert(ctx, "trace_index", []string{"trace_id", "service", "start_ns", "end_ns", "spans"}, token, len(idx),
+	err = s.insertByDay(ctx, "trace_index", []string{"trace_id", "service", "start_ns", "end_ns", "spans"}, token, len(idx),
+		func(i int) uint64 { return idx[i].startNs },
 		func(i int, dst []any) []any {
 			r := &idx[i]
 			return append(dst, r.traceID, r.service, r.startNs, r.endNs, r.spans)
@@ -159,7 +159,7 @@ func b2u(b bool) uint8 {
 
 // WriteHops implements store.Store.
 func (s *Store) WriteHops(ctx context.Context, token string, hops []schema.Hop) error {
-	err := s.insert(ctx, "hops", hopColumns, token, len(hops), func(i int, dst []any) []any {
+	err := s.insertByDay(ctx, "hops", hopColumns, token, len(hops), func(i int) uint64 { return hops[i].StartNs }, func(i int, dst []any) []any {
 		h := &hops[i]
 		return append(dst,
 			h.TraceID.String(), h.SpanID.String(), h.ParentSpanID.String(), h.Service, h.Operation, int8(h.Kind),

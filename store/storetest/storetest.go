@@ -49,6 +49,7 @@ func Run(t *testing.T, h Harness) {
 		{"trace not found", testTraceNotFound},
 		{"findings filters, bounds and paging", testFindingFilters},
 		{"same dedup token stored once", testDedup},
+		{"a batch over 101 days is stored whole", testManyDays},
 		{"concurrent writers", testConcurrentWriters},
 		{"paths, edges and totals", testAggregates},
 		{"edges report inferred timeouts", testInferredEdge},
@@ -337,6 +338,41 @@ func testDedup(t *testing.T, h Harness) {
 	require.NoError(t, err)
 	require.EqualValues(t, 60, n)
 	require.Error(t, s.WriteSpans(ctx, "bad token'", spans[:1]), "tokens are validated")
+}
+
+// testManyDays writes spans and hops that start on 101 different UTC days:
+// one INSERT of them would touch more partitions than ClickHouse allows
+// (max_partitions_per_insert_block, 100), a refusal that no retry cures.
+// The batch is stored whole, and written again under its token stores
+// nothing twice.
+func testManyDays(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	ctx := ctxT(t)
+	const days = 101
+	day := uint64(24 * time.Hour)
+	base := uint64(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC).UnixNano())
+	spans := make([]schema.Span, days)
+	hops := make([]schema.Hop, days)
+	for i := range spans {
+		// Day order differs from row order, so parts are not just runs.
+		start := base + uint64((i*37)%days)*day
+		spans[i] = schema.Span{TraceID: tid(i), SpanID: sid(i), Service: "svc", Name: "op", StartNs: start, EndNs: start + 1000}
+		hops[i] = sampleHop(i)
+		hops[i].StartNs = start
+	}
+	for range 2 {
+		require.NoError(t, s.WriteSpans(ctx, "days-1", spans))
+		require.NoError(t, s.WriteHops(ctx, "days-1", hops))
+	}
+	for _, table := range []string{"spans", "trace_index", "hops"} {
+		n, err := s.CountRows(ctx, table)
+		require.NoError(t, err)
+		require.EqualValues(t, days, n, "%s: every row of a 101-day batch stored, once", table)
+	}
+	got, err := s.Trace(ctx, tid(100), 0)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Equal(t, spans[100].StartNs, got[0].StartNs)
 }
 
 func testConcurrentWriters(t *testing.T, h Harness) {
