@@ -43,6 +43,8 @@ type Config struct {
 	Batch BatcherConfig `yaml:"batch"`
 	// Limits bounds what one span may carry.
 	Limits Limits `yaml:"limits"`
+	// SpanTimes bounds how far from now a span's times may be.
+	SpanTimes SpanTimeWindow `yaml:"span_times"`
 	// Auth requires a bearer token on every request, over both
 	// transports; off unless tokens are configured.
 	Auth security.AuthConfig `yaml:"auth"`
@@ -111,6 +113,7 @@ func DefaultConfig() Config {
 		RetryAfter:            time.Second,
 		Batch:                 DefaultBatcherConfig(),
 		Limits:                DefaultLimits(),
+		SpanTimes:             DefaultSpanTimeWindow(),
 	}
 }
 
@@ -167,6 +170,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := c.Auth.Validate("ingest.auth"); err != nil {
+		return err
+	}
+	if err := c.SpanTimes.Validate(); err != nil {
 		return err
 	}
 	return c.Limits.Validate()

@@ -3,8 +3,10 @@ package ingest
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -97,6 +99,9 @@ type Stats struct {
 	// RejectedEndBeforeStart counts spans rejected because they end before
 	// they start.
 	RejectedEndBeforeStart int
+	// RejectedOutsideWindow counts spans rejected because they start or end
+	// outside the accepted SpanTimeWindow around budgetd's clock.
+	RejectedOutsideWindow int
 
 	// TruncatedValues counts attribute values cut to MaxAttrValueBytes.
 	TruncatedValues int
@@ -118,6 +123,7 @@ func (s *Stats) Add(o Stats) {
 	s.RejectedZeroTraceID += o.RejectedZeroTraceID
 	s.RejectedZeroSpanID += o.RejectedZeroSpanID
 	s.RejectedEndBeforeStart += o.RejectedEndBeforeStart
+	s.RejectedOutsideWindow += o.RejectedOutsideWindow
 	s.TruncatedValues += o.TruncatedValues
 	s.RepairedStrings += o.RepairedStrings
 	s.DroppedAttrs += o.DroppedAttrs
@@ -127,7 +133,7 @@ func (s *Stats) Add(o Stats) {
 
 // Rejected returns the number of spans rejected for any reason.
 func (s Stats) Rejected() int {
-	return s.RejectedZeroTraceID + s.RejectedZeroSpanID + s.RejectedEndBeforeStart
+	return s.RejectedZeroTraceID + s.RejectedZeroSpanID + s.RejectedEndBeforeStart + s.RejectedOutsideWindow
 }
 
 // The reject reasons, worded for an OTLP partial_success error_message that
@@ -136,6 +142,7 @@ const (
 	reasonZeroTraceID    = "trace_id is missing or all zero"
 	reasonZeroSpanID     = "span_id is missing or all zero"
 	reasonEndBeforeStart = "end_time_unix_nano is before start_time_unix_nano"
+	reasonOutsideWindow  = "start or end time is outside the window budgetd accepts around its clock (ingest.span_times)"
 )
 
 // RejectReason describes why spans were rejected, most common reason first,
@@ -149,8 +156,9 @@ func (s Stats) RejectReason() string {
 		{reasonZeroTraceID, s.RejectedZeroTraceID},
 		{reasonZeroSpanID, s.RejectedZeroSpanID},
 		{reasonEndBeforeStart, s.RejectedEndBeforeStart},
+		{reasonOutsideWindow, s.RejectedOutsideWindow},
 	}
-	// Three entries: an insertion sort keeps ties in the order above.
+	// Four entries: an insertion sort keeps ties in the order above.
 	for i := 1; i < len(reasons); i++ {
 		for j := i; j > 0 && reasons[j].n > reasons[j-1].n; j-- {
 			reasons[j], reasons[j-1] = reasons[j-1], reasons[j]
@@ -192,11 +200,53 @@ type ConvertResult struct {
 	Stats Stats
 }
 
+// SpanTimeWindow is the `ingest.span_times` section: how far from budgetd's
+// clock a span's start and end may be. A span outside it is refused (and
+// reported in partial_success): a sender whose clock is years off, or a
+// backfill, would otherwise fill the store with partitions no retention
+// reaches and make every analysis of its traces meaningless. Traces older
+// than MaxAge are analysed from files with `budgetd analyze`.
+type SpanTimeWindow struct {
+	// MaxAge is how long before now a span may start; 0: no bound.
+	MaxAge time.Duration `yaml:"max_age"`
+	// MaxAhead is how far after now a span may start or end; 0: no bound.
+	MaxAhead time.Duration `yaml:"max_ahead"`
+}
+
+// DefaultSpanTimeWindow accepts spans from the last week up to a day ahead:
+// wide enough for any Collector's retries and for hosts whose clock is set
+// to local time instead of UTC.
+func DefaultSpanTimeWindow() SpanTimeWindow {
+	return SpanTimeWindow{MaxAge: 7 * 24 * time.Hour, MaxAhead: 24 * time.Hour}
+}
+
+// Validate reports a setting that cannot work, naming its key.
+func (w SpanTimeWindow) Validate() error {
+	if w.MaxAge < 0 || w.MaxAhead < 0 {
+		return errors.New("ingest.span_times.max_age and max_ahead must be >= 0 (0: no bound)")
+	}
+	return nil
+}
+
+// bounds returns the accepted [earliest, latest] Unix nanoseconds at now.
+func (w SpanTimeWindow) bounds(now time.Time) (earliest, latest uint64) {
+	earliest, latest = 0, math.MaxUint64
+	if w.MaxAge > 0 {
+		earliest = uint64(max(now.Add(-w.MaxAge).UnixNano(), 0))
+	}
+	if w.MaxAhead > 0 {
+		latest = uint64(max(now.Add(w.MaxAhead).UnixNano(), 0))
+	}
+	return earliest, latest
+}
+
 // Converter turns pdata traces into schema spans under fixed Limits. It holds
 // no mutable state, so one Converter is safe for concurrent use by the gRPC
 // and HTTP handlers.
 type Converter struct {
 	limits Limits
+	window SpanTimeWindow
+	now    func() time.Time
 }
 
 // NewConverter returns a Converter enforcing limits.
@@ -210,12 +260,27 @@ func NewConverter(limits Limits) (*Converter, error) {
 // Limits returns the limits c enforces.
 func (c *Converter) Limits() Limits { return c.limits }
 
+// WithTimeWindow returns a Converter that also refuses spans outside w
+// around now(). A Converter without one (offline analysis of old files)
+// accepts any time.
+func (c *Converter) WithTimeWindow(w SpanTimeWindow, now func() time.Time) (*Converter, error) {
+	if err := w.Validate(); err != nil {
+		return nil, fmt.Errorf("create converter: %w", err)
+	}
+	cc := *c
+	cc.window, cc.now = w, now
+	return &cc, nil
+}
+
 // Convert converts every span of td. Invalid spans are left out and counted;
 // the rest are kept, cut to the limits. Convert does not modify td, and the
 // result shares no memory with it that td could later change (pdata strings
 // are immutable), so td may be reused or released afterwards.
 func (c *Converter) Convert(td ptrace.Traces) ConvertResult {
-	st := converter{lim: c.limits}
+	st := converter{lim: c.limits, earliest: 0, latest: math.MaxUint64}
+	if c.now != nil {
+		st.earliest, st.latest = c.window.bounds(c.now())
+	}
 	res := ConvertResult{Spans: make([]schema.Span, 0, td.SpanCount())}
 
 	rss := td.ResourceSpans()
@@ -256,6 +321,8 @@ func (c *Converter) Convert(td ptrace.Traces) ConvertResult {
 type converter struct {
 	lim   Limits
 	stats Stats
+	// earliest and latest bound span times (Unix ns), from SpanTimeWindow.
+	earliest, latest uint64
 
 	// buf collects the canonical forms of one span's (or one resource's)
 	// non-string attribute values. They become a single string when the
@@ -286,6 +353,8 @@ func (st *converter) valid(sp ptrace.Span) bool {
 		st.stats.RejectedZeroSpanID++
 	case sp.EndTimestamp() < sp.StartTimestamp():
 		st.stats.RejectedEndBeforeStart++
+	case uint64(sp.StartTimestamp()) < st.earliest || uint64(sp.EndTimestamp()) > st.latest:
+		st.stats.RejectedOutsideWindow++
 	default:
 		return true
 	}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
@@ -503,6 +504,51 @@ func TestConvertRejects(t *testing.T) {
 	}
 }
 
+// TestConvertTimeWindow sends the request that once stopped storage for
+// good: 101 spans on 101 different UTC days. Those outside the window are
+// refused with a reason; the rest, and every span of a converter without a
+// window, are kept.
+func TestConvertTimeWindow(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	td := ptrace.NewTraces()
+	spans := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans()
+	add := func(start, end time.Time) {
+		sp := spans.AppendEmpty()
+		sp.SetTraceID(testTraceID)
+		sp.SetSpanID(pcommon.SpanID{1, byte(spans.Len())})
+		sp.SetStartTimestamp(pcommon.NewTimestampFromTime(start))
+		sp.SetEndTimestamp(pcommon.NewTimestampFromTime(end))
+	}
+	for d := range 101 {
+		start := now.Add(-time.Duration(d)*24*time.Hour - time.Minute)
+		add(start, start.Add(time.Second))
+	}
+	add(now.Add(23*time.Hour), now.Add(23*time.Hour+time.Second))   // ahead, inside
+	add(now.Add(25*time.Hour), now.Add(25*time.Hour+time.Second))   // ahead, outside
+	add(now.Add(-time.Second), now.Add(48*time.Hour))               // ends too far ahead
+	add(time.Unix(0, 1), time.Unix(0, 2))                           // the epoch
+	add(time.Unix(0, math.MaxInt64-1), time.Unix(0, math.MaxInt64)) // 2262
+
+	base := newTestConverter(t, DefaultLimits())
+	c, err := base.WithTimeWindow(DefaultSpanTimeWindow(), func() time.Time { return now })
+	require.NoError(t, err)
+	got := c.Convert(td)
+	// Days 0..6 start within a week (day 7 starts a week and a minute ago),
+	// plus the one ahead by 23 h.
+	require.Len(t, got.Spans, 8)
+	require.Equal(t, Stats{RejectedOutsideWindow: 106 - 8}, got.Stats)
+	require.Equal(t, "start or end time is outside the window budgetd accepts around its clock (ingest.span_times) (98 spans)", got.RejectReason)
+	earliest, latest := uint64(now.Add(-7*24*time.Hour).UnixNano()), uint64(now.Add(24*time.Hour).UnixNano())
+	for _, s := range got.Spans {
+		require.GreaterOrEqual(t, s.StartNs, earliest)
+		require.LessOrEqual(t, s.EndNs, latest)
+	}
+
+	require.Len(t, base.Convert(td).Spans, 106, "without a window (offline files) every time is kept")
+	_, err = base.WithTimeWindow(SpanTimeWindow{MaxAge: -time.Hour}, time.Now)
+	require.ErrorContains(t, err, "ingest.span_times")
+}
+
 func TestConvertRepairsInvalidUTF8(t *testing.T) {
 	td, res, sp := newSpan()
 	res.Attributes().PutStr("service.name", "cart")
@@ -582,13 +628,13 @@ func TestLimitsValidate(t *testing.T) {
 
 func TestStatsAdd(t *testing.T) {
 	s := Stats{RejectedZeroTraceID: 1, TruncatedValues: 2, DroppedLinks: 3}
-	s.Add(Stats{RejectedZeroTraceID: 1, RejectedZeroSpanID: 1, RejectedEndBeforeStart: 1,
+	s.Add(Stats{RejectedZeroTraceID: 1, RejectedZeroSpanID: 1, RejectedEndBeforeStart: 1, RejectedOutsideWindow: 1,
 		TruncatedValues: 1, RepairedStrings: 1, DroppedAttrs: 1, DroppedEvents: 1, DroppedLinks: 1})
 	require.Equal(t, Stats{
-		RejectedZeroTraceID: 2, RejectedZeroSpanID: 1, RejectedEndBeforeStart: 1,
+		RejectedZeroTraceID: 2, RejectedZeroSpanID: 1, RejectedEndBeforeStart: 1, RejectedOutsideWindow: 1,
 		TruncatedValues: 3, RepairedStrings: 1, DroppedAttrs: 1, DroppedEvents: 1, DroppedLinks: 4,
 	}, s)
-	require.Equal(t, 4, s.Rejected())
+	require.Equal(t, 5, s.Rejected())
 }
 
 func TestConvertConcurrent(t *testing.T) {

@@ -154,12 +154,15 @@ type testServer struct {
 }
 
 // testConfig is DefaultConfig on free loopback ports with a short flush
-// interval, so tests are not paced by batching.
+// interval, so tests are not paced by batching, and without the span time
+// window: hand-built test spans start a few microseconds after the epoch.
+// TestSpanTimeWindow runs with the default window.
 func testConfig() Config {
 	cfg := DefaultConfig()
 	cfg.GRPC.Endpoint = "127.0.0.1:0"
 	cfg.HTTP.Endpoint = "127.0.0.1:0"
 	cfg.Batch.FlushInterval = 2 * time.Millisecond
+	cfg.SpanTimes = SpanTimeWindow{}
 	return cfg
 }
 

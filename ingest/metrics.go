@@ -42,7 +42,7 @@ const (
 type serverMetrics struct {
 	spansReceived   *prometheus.CounterVec   // transport
 	spansAccepted   *prometheus.CounterVec   // transport
-	spansRejected   *prometheus.CounterVec   // reason: zero_trace_id, zero_span_id, end_before_start
+	spansRejected   *prometheus.CounterVec   // reason: zero_trace_id, zero_span_id, end_before_start, outside_time_window
 	spansRefused    *prometheus.CounterVec   // reason: overloaded, unavailable, shutdown, canceled
 	requestsShed    *prometheus.CounterVec   // transport
 	requestBytes    *prometheus.CounterVec   // transport, form: wire, decoded
@@ -105,7 +105,7 @@ func newServerMetrics(reg prometheus.Registerer) (*serverMetrics, error) {
 		m.requestBytes.WithLabelValues(tr, "wire")
 		m.requestBytes.WithLabelValues(tr, "decoded")
 	}
-	for _, r := range []string{"zero_trace_id", "zero_span_id", "end_before_start"} {
+	for _, r := range []string{"zero_trace_id", "zero_span_id", "end_before_start", "outside_time_window"} {
 		m.spansRejected.WithLabelValues(r)
 	}
 	for _, r := range []string{refusedOverloaded, refusedUnavailable, refusedShutdown, refusedCanceled} {
@@ -128,6 +128,7 @@ func (m *serverMetrics) converted(transport string, received int, st Stats) {
 	addIf(m.spansRejected.WithLabelValues("zero_trace_id"), st.RejectedZeroTraceID)
 	addIf(m.spansRejected.WithLabelValues("zero_span_id"), st.RejectedZeroSpanID)
 	addIf(m.spansRejected.WithLabelValues("end_before_start"), st.RejectedEndBeforeStart)
+	addIf(m.spansRejected.WithLabelValues("outside_time_window"), st.RejectedOutsideWindow)
 	addIf(m.valuesTruncated, st.TruncatedValues)
 	addIf(m.stringsRepaired, st.RepairedStrings)
 	addIf(m.dropped.WithLabelValues("attributes"), st.DroppedAttrs)

@@ -116,7 +116,8 @@ func sendSDKSpans(t *testing.T, exp sdktrace.SpanExporter, service string) trace
 	)
 	tracer := tp.Tracer("budgetd/ingest/test", trace.WithInstrumentationVersion("1.2.3"))
 
-	base := time.Unix(1_750_000_000, 123_456_789)
+	// Recent (ingest.span_times refuses spans a week old), with nanoseconds.
+	base := time.Now().Add(-time.Minute).Truncate(time.Second).Add(123_456_789)
 	at := func(ms int) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
 
 	// A remote parent gives the root a parent span id and a trace state.

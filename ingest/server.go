@@ -80,6 +80,9 @@ func New(cfg Config, set Settings) (*Server, error) {
 		return nil, errors.New("create ingest server: no durability")
 	}
 	conv, err := NewConverter(cfg.Limits)
+	if err == nil {
+		conv, err = conv.WithTimeWindow(cfg.SpanTimes, time.Now)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("create ingest server: %w", err)
 	}

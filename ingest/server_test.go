@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -599,4 +600,58 @@ func TestDefaultConfig(t *testing.T) {
 	require.Equal(t, DefaultLimits(), cfg.Limits)
 	require.Equal(t, 2048, cfg.Limits.MaxAttrValueBytes)
 	require.NoError(t, cfg.Validate())
+}
+
+// TestSpanTimeWindow sends, over both transports and with the default
+// ingest.span_times, the request an audit found stopping storage for good:
+// 101 spans starting on 101 different UTC days up to today. The spans of
+// the last week are stored; the rest are refused in partial_success and
+// counted, and the request is acknowledged.
+func TestSpanTimeWindow(t *testing.T) {
+	st := openEmbedded(t)
+	cfg := testConfig()
+	cfg.SpanTimes = DefaultSpanTimeWindow()
+	ts := startServer(t, st, cfg)
+	conn := dialGRPC(t, ts)
+	hundredDays := func(seed byte) (ptrace.Traces, int) {
+		td := ptrace.NewTraces()
+		rs := td.ResourceSpans().AppendEmpty()
+		rs.Resource().Attributes().PutStr("service.name", "backfill")
+		spans := rs.ScopeSpans().AppendEmpty().Spans()
+		now, inside := time.Now(), 0
+		for d := range 101 {
+			start := now.Add(-time.Duration(d)*24*time.Hour - time.Hour)
+			if now.Sub(start) < 7*24*time.Hour {
+				inside++
+			}
+			sp := spans.AppendEmpty()
+			sp.SetTraceID(pcommon.TraceID{0xda, seed, byte(d), 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16})
+			sp.SetSpanID(pcommon.SpanID{0xda, seed, byte(d), 4, 5, 6, 7, 8})
+			sp.SetName("old")
+			sp.SetStartTimestamp(pcommon.NewTimestampFromTime(start))
+			sp.SetEndTimestamp(pcommon.NewTimestampFromTime(start.Add(time.Millisecond)))
+		}
+		return td, inside
+	}
+	const reason = "start or end time is outside the window budgetd accepts around its clock (ingest.span_times) (94 spans)"
+
+	td, inside := hundredDays(1)
+	require.Equal(t, 7, inside)
+	a := post(t, ts, http.MethodPost, tracesPath, contentTypeProtobuf, "", encode(t, td, encodingProtobuf))
+	require.Equal(t, http.StatusOK, a.status, "body: %s", a.body)
+	require.Equal(t, int64(101-inside), a.exportResponse(t).PartialSuccess().RejectedSpans())
+	require.Equal(t, reason, a.exportResponse(t).PartialSuccess().ErrorMessage())
+
+	td, _ = hundredDays(2)
+	resp, err := exportRaw(t, conn, encode(t, td, encodingProtobuf), "")
+	require.NoError(t, err)
+	require.Equal(t, int64(101-inside), resp.PartialSuccess().RejectedSpans())
+	require.Equal(t, reason, resp.PartialSuccess().ErrorMessage())
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n, err := st.CountRows(ctx, "spans")
+	require.NoError(t, err)
+	require.EqualValues(t, 2*inside, n, "the spans inside the window are stored")
+	require.Equal(t, float64(2*(101-inside)), metricValue(t, ts, "budgetd_ingest_spans_rejected_total", map[string]string{"reason": "outside_time_window"}))
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -17,9 +18,11 @@ const (
 	maxTraceSpans = 30
 )
 
-// baseTimeNs is the start of the first generated trace (2023-11-14T22:13:20Z).
-// A fixed instant, not the clock, keeps output deterministic.
-const baseTimeNs = 1_700_000_000_000_000_000
+// baseTimeNs is the start of the first generated trace: the whole hour
+// before the one the process started in. Fixed for the process, so every
+// call with the same seed generates the same traces; recent, so budgetd
+// accepts them (ingest.span_times refuses spans more than a week old).
+var baseTimeNs = uint64(time.Now().UTC().Truncate(time.Hour).Add(-time.Hour).UnixNano())
 
 // Traces returns nTraces traces of 5 to 30 spans each, generated from seed.
 func Traces(seed int64, nTraces int) ptrace.Traces {
