@@ -16,7 +16,8 @@ func (s *Server) healthz(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"status": "ok"})
 }
 
-// readyz is ready when the store answers and its schema is current.
+// readyz is ready when the store answers, its schema is current and every
+// further check (Settings.Ready) passes.
 func (s *Server) readyz(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), 5*time.Second)
 	defer cancel()
@@ -28,6 +29,12 @@ func (s *Server) readyz(c *gin.Context) {
 	if err != nil || applied != known {
 		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "schema not current", "applied": applied, "known": known})
 		return
+	}
+	for _, check := range s.ready {
+		if err := check(); err != nil {
+			c.JSON(http.StatusServiceUnavailable, gin.H{"status": "not ready", "reason": err.Error()})
+			return
+		}
 	}
 	c.JSON(http.StatusOK, gin.H{"status": "ready", "schema_version": applied})
 }

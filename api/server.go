@@ -30,6 +30,10 @@ type Settings struct {
 	Gatherer   prometheus.Gatherer   // served at /metrics; nil serves an empty registry
 	Registerer prometheus.Registerer // for the API's own metrics; nil: not registered
 	Now        func() time.Time      // nil: time.Now
+	// Ready are further readiness checks: /readyz answers 503 with the
+	// first one's error while it fails (the write-ahead log's drain
+	// reports a stall this way).
+	Ready []func() error
 }
 
 // Server is the HTTP server of the API.
@@ -37,6 +41,7 @@ type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	store   store.Store
+	ready   []func() error
 	now     func() time.Time
 	engine  *gin.Engine
 	http    *http.Server
@@ -55,7 +60,7 @@ func New(cfg Config, set Settings) (*Server, error) {
 	if set.Store == nil {
 		return nil, errors.New("new api: a store is required")
 	}
-	s := &Server{cfg: cfg, log: set.Logger, store: set.Store, now: set.Now}
+	s := &Server{cfg: cfg, log: set.Logger, store: set.Store, ready: set.Ready, now: set.Now}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

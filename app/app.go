@@ -78,6 +78,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 	// store write, so spans replayed after a restart are analysed too.
 	var dur ingest.Durability
 	var sink ingest.Sink = a.analysis
+	var ready []func() error
 	switch cfg.Ingest.Durability {
 	case config.DurabilityWAL:
 		d, err := durable.Open(cfg.Ingest.WAL, durable.Settings{Logger: log, Store: a.store, Sink: a.analysis, Registerer: a.registry})
@@ -85,6 +86,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 			return nil, err
 		}
 		dur, sink = d, ingest.NopSink{}
+		ready = append(ready, d.Stalled)
 	default:
 		b, err := ingest.NewBatcher(cfg.Ingest.Server.Batch, a.store, ingest.BatcherSettings{Logger: log, Registerer: a.registry})
 		if err != nil {
@@ -103,7 +105,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 	}
 	cleanup = append(cleanup, a.ingest.Shutdown)
 
-	a.api, err = api.New(cfg.API, api.Settings{Logger: log, Store: a.store, Gatherer: a.registry, Registerer: a.registry})
+	a.api, err = api.New(cfg.API, api.Settings{Logger: log, Store: a.store, Gatherer: a.registry, Registerer: a.registry, Ready: ready})
 	if err != nil {
 		return nil, err
 	}

@@ -69,19 +69,23 @@ func DefaultConfig() Config {
 	}
 }
 
-// defaultWAL leaves the log's directory empty: it then follows the embedded
-// store's data directory (see WithDerived).
+// defaultWAL leaves the log's and the dead letter's directories empty: they
+// then follow the embedded store's data directory (see WithDerived).
 func defaultWAL() durable.Config {
 	c := durable.DefaultConfig()
-	c.Dir = ""
+	c.Dir, c.DeadLetterDir = "", ""
 	return c
 }
 
 // WithDerived fills the settings whose defaults follow other settings:
-// ingest.wal.dir defaults to <store.embedded.data_dir>/wal.
+// ingest.wal.dir defaults to <store.embedded.data_dir>/wal and
+// ingest.wal.dead_letter_dir to <store.embedded.data_dir>/dead-letter.
 func (c Config) WithDerived() Config {
 	if c.Ingest.WAL.Dir == "" {
 		c.Ingest.WAL.Dir = filepath.Join(c.Store.Embedded.DataDir, "wal")
+	}
+	if c.Ingest.WAL.DeadLetterDir == "" {
+		c.Ingest.WAL.DeadLetterDir = filepath.Join(c.Store.Embedded.DataDir, "dead-letter")
 	}
 	return c
 }

@@ -33,7 +33,7 @@ const (
 
 // metricAllowList names every metric budgetd exports, one a line: the alert
 // rules may use these and nothing else. Keep it true to the registry
-// (pipeline/metrics.go, ingest/metrics.go, api/server.go).
+// (pipeline/metrics.go, ingest/metrics.go, durable/durable.go, api/server.go).
 const metricAllowList = `
 budgetd_findings_total
 budgetd_edge_findings_holding
@@ -65,6 +65,19 @@ budgetd_ingest_queue_spans
 budgetd_ingest_store_write_duration_seconds
 budgetd_ingest_store_write_errors_total
 budgetd_ingest_store_write_retries_total
+budgetd_wal_bytes
+budgetd_wal_appends_total
+budgetd_wal_syncs_total
+budgetd_wal_full_total
+budgetd_wal_corrupt_records_total
+budgetd_wal_truncated_bytes_total
+budgetd_wal_stored_spans_total
+budgetd_wal_store_batches_total
+budgetd_wal_store_write_errors_total
+budgetd_wal_replayed_batches_total
+budgetd_wal_undecodable_records_total
+budgetd_wal_drain_stalled
+budgetd_store_dead_letter_spans_total
 `
 
 // histogramAllowList are the histograms of metricAllowList, whose series

@@ -1,6 +1,7 @@
 package durable
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,10 +17,15 @@ type batch struct {
 	spans    []schema.Span
 }
 
-// token is the batch's dedup token: a function of the records it holds, so
-// a batch rebuilt after a crash carries the token of the original.
-func (b *batch) token() string {
-	return fmt.Sprintf("wal-%d-%d-%d-%d", b.from.Segment, b.from.Offset, b.to.Segment, b.to.Offset)
+// token is the batch's dedup token: a function of the log's identity and
+// the records the batch holds, so a batch rebuilt after a crash carries the
+// token of the original, and no other log — a recreated directory, another
+// budgetd writing to the same database — ever makes the same token.
+func (b *batch) token(logID string) string {
+	if logID == legacyIdentity {
+		return fmt.Sprintf("wal-%d-%d-%d-%d", b.from.Segment, b.from.Offset, b.to.Segment, b.to.Offset)
+	}
+	return fmt.Sprintf("w%s-%d-%d-%d-%d", logID, b.from.Segment, b.from.Offset, b.to.Segment, b.to.Offset)
 }
 
 // drain is the drainer goroutine. ctx ends only when Shutdown gives up.
@@ -58,13 +64,15 @@ func (d *Durable) drain(ctx context.Context, cp checkpoint) {
 			return
 		}
 		d.count(func(c *Counters) { c.Replayed++ })
-		if !d.store1(ctx, b) {
+		// A pending batch saved by a budgetd before log identities is
+		// written again under the token it was first written under.
+		if !d.store1(ctx, b, cmp.Or(cp.Log, legacyIdentity)) {
 			return
 		}
 	}
 	for {
 		b, err := d.collect(stopCtx, r)
-		if b.from != b.to && !d.store1(ctx, b) {
+		if b.from != b.to && !d.store1(ctx, b, d.id) {
 			return
 		}
 		if err != nil {
@@ -129,46 +137,41 @@ func (d *Durable) decode(spans []schema.Span, payload []byte) []schema.Span {
 	return spans
 }
 
-// store1 writes one batch: checkpoint the range as pending, write under the
-// range's token until the store takes it, then advance the checkpoint, feed
-// the sink and drop the log behind. It returns false when ctx ended first.
-func (d *Durable) store1(ctx context.Context, b batch) bool {
-	if err := saveCheckpoint(d.cfg.Dir, checkpoint{Acked: b.from, Pending: &b.to}); err != nil {
+// store1 writes one batch: checkpoint the range as pending, write it under
+// the range's token until the store has it (spans the store refuses go to
+// the dead letter), then advance the checkpoint, feed the sink and drop the
+// log behind. It returns false when ctx ended first.
+func (d *Durable) store1(ctx context.Context, b batch, logID string) bool {
+	if err := saveCheckpoint(d.cfg.Dir, checkpoint{Log: d.id, Acked: b.from, Pending: &b.to}); err != nil {
 		d.log.Error("wal: checkpoint failed", "err", err)
 	}
-	backoff := 100 * time.Millisecond
-	for len(b.spans) > 0 {
-		wctx, cancel := context.WithTimeout(ctx, d.cfg.WriteTimeout)
-		err := d.store.WriteSpans(wctx, b.token(), b.spans)
-		cancel()
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
+	d.mu.Lock()
+	d.writingSince = time.Now()
+	d.mu.Unlock()
+	dead := 0
+	if len(b.spans) > 0 {
+		var err error
+		if dead, err = d.writer.write(ctx, b.token(logID), b.spans); err != nil {
 			return false
 		}
-		d.count(func(c *Counters) { c.WriteErrors++ })
-		d.log.Warn("wal: store write failed; retrying", "spans", len(b.spans), "err", err, "backoff", backoff)
-		select {
-		case <-time.After(backoff):
-		case <-ctx.Done():
-			return false
-		}
-		backoff = min(2*backoff, 5*time.Second)
 	}
-	if err := saveCheckpoint(d.cfg.Dir, checkpoint{Acked: b.to}); err != nil {
+	if err := saveCheckpoint(d.cfg.Dir, checkpoint{Log: d.id, Acked: b.to}); err != nil {
 		d.log.Error("wal: checkpoint failed", "err", err)
 	}
 	// The sink (analysis) gets the spans before they are counted, so the
 	// counter — budgetd_wal_stored_spans_total — says "stored and handed
 	// on", which is what anyone waiting for the analysis to see them needs.
+	// Dead-lettered spans go to the analysis too: they were acknowledged,
+	// and their timing is as true as the rest of their trace's.
 	if len(b.spans) > 0 {
 		d.sink.Spans(b.spans)
 	}
 	d.mu.Lock()
 	d.acked = b.to
+	d.writingSince = time.Time{}
 	d.counts.Batches++
-	d.counts.Spans += uint64(len(b.spans))
+	d.counts.Spans += uint64(len(b.spans) - dead)
+	d.counts.DeadLetter += uint64(dead)
 	d.mu.Unlock()
 	if err := d.wal.Truncate(b.to); err != nil {
 		d.log.Error("wal: truncate failed", "err", err)

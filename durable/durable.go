@@ -23,15 +23,25 @@ type Config struct {
 	// FlushInterval is the longest a record waits for others to share its
 	// store write.
 	FlushInterval time.Duration `yaml:"flush_interval"`
-	// WriteTimeout bounds one store write attempt. Failed writes are
-	// retried with backoff for as long as it takes: the spans are safe in
-	// the log, and ingest refuses new ones with 503 once the log is full.
+	// WriteTimeout bounds one store write attempt. Writes that failed for
+	// a reason a retry can cure are retried with backoff (doubling up to
+	// MaxBackoff) for as long as it takes: the spans are safe in the log,
+	// and ingest refuses new ones with 503 once the log is full.
 	WriteTimeout time.Duration `yaml:"write_timeout"`
+	// MaxBackoff caps the wait between two attempts of a failing write.
+	MaxBackoff time.Duration `yaml:"max_backoff"`
+	// DeadLetterDir receives the spans the store refuses for their
+	// content (see deadLetter for the format).
+	DeadLetterDir string `yaml:"dead_letter_dir"`
+	// StallAfter is how long the drain may hold spans without storing any
+	// before /readyz reports it stalled.
+	StallAfter time.Duration `yaml:"stall_after"`
 }
 
 // DefaultConfig returns the WAL defaults.
 func DefaultConfig() Config {
-	return Config{Config: wal.DefaultConfig(), BatchSpans: 20_000, FlushInterval: 200 * time.Millisecond, WriteTimeout: 30 * time.Second}
+	return Config{Config: wal.DefaultConfig(), BatchSpans: 20_000, FlushInterval: 200 * time.Millisecond,
+		WriteTimeout: 30 * time.Second, MaxBackoff: 5 * time.Second, DeadLetterDir: "./data/dead-letter", StallAfter: 2 * time.Minute}
 }
 
 // Validate reports every setting that cannot work, naming its key.
@@ -46,13 +56,25 @@ func (c Config) Validate() error {
 	if c.WriteTimeout <= 0 {
 		errs = append(errs, errors.New("ingest.wal.write_timeout must be > 0"))
 	}
+	if c.MaxBackoff < minBackoff {
+		errs = append(errs, fmt.Errorf("ingest.wal.max_backoff must be >= %s", minBackoff))
+	}
+	if c.DeadLetterDir == "" {
+		errs = append(errs, errors.New("ingest.wal.dead_letter_dir must not be empty"))
+	}
+	if c.StallAfter <= 0 {
+		errs = append(errs, errors.New("ingest.wal.stall_after must be > 0"))
+	}
 	return errors.Join(errs...)
 }
+
+// minBackoff is the first wait after a failed store write.
+const minBackoff = 100 * time.Millisecond
 
 // Settings are what the Durable is given rather than configured with.
 type Settings struct {
 	Logger *slog.Logger
-	Store  ingest.SpanWriter
+	Store  SpanStore
 	// Sink receives every batch after the store acknowledged it, replays
 	// after a restart included. nil: no analysis.
 	Sink ingest.Sink
@@ -62,11 +84,12 @@ type Settings struct {
 
 // Durable implements ingest.Durability on the write-ahead log.
 type Durable struct {
-	cfg   Config
-	log   *slog.Logger
-	wal   *wal.WAL
-	store ingest.SpanWriter
-	sink  ingest.Sink
+	cfg    Config
+	log    *slog.Logger
+	wal    *wal.WAL
+	id     string // the log's identity, in every dedup token
+	writer *writer
+	sink   ingest.Sink
 
 	stop    chan struct{} // closed by Shutdown: finish draining
 	done    chan struct{} // closed when the drainer returned
@@ -75,6 +98,9 @@ type Durable struct {
 	mu     sync.Mutex
 	acked  wal.Position
 	counts Counters
+	// writingSince is when the batch being written was first tried
+	// (zero between batches); Stalled compares it with StallAfter.
+	writingSince time.Time
 }
 
 var (
@@ -87,6 +113,7 @@ type Counters struct {
 	Batches      uint64 // store writes that succeeded
 	Spans        uint64 // spans stored and handed to the sink
 	WriteErrors  uint64 // failed store write attempts
+	DeadLetter   uint64 // spans the store refused, moved to the dead letter
 	Replayed     uint64 // batches rebuilt from a checkpoint after a restart
 	DecodeErrors uint64 // records that could not be decoded (skipped)
 }
@@ -107,6 +134,10 @@ func Open(cfg Config, set Settings) (*Durable, error) {
 	if set.Sink == nil {
 		set.Sink = ingest.NopSink{}
 	}
+	dead, err := newDeadLetter(cfg.DeadLetterDir)
+	if err != nil {
+		return nil, err
+	}
 	w, err := wal.Open(cfg.Config, set.Logger)
 	if err != nil {
 		return nil, err
@@ -116,12 +147,25 @@ func Open(cfg Config, set Settings) (*Durable, error) {
 		w.Close()
 		return nil, err
 	}
+	id, err := logIdentity(cfg.Dir, cp)
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
 	if st := w.Stats(); st.CorruptRecords > 0 {
 		set.Logger.Warn("wal: damaged records cut at open", "records", st.CorruptRecords, "bytes", st.TruncatedBytes)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	d := &Durable{cfg: cfg, log: set.Logger, wal: w, store: set.Store, sink: set.Sink,
+	d := &Durable{cfg: cfg, log: set.Logger, wal: w, id: id, sink: set.Sink,
 		stop: make(chan struct{}), done: make(chan struct{}), abandon: cancel, acked: cp.Acked}
+	d.writer = &writer{
+		cfg:      writerConfig{attemptTimeout: cfg.WriteTimeout, minBackoff: minBackoff, maxBackoff: cfg.MaxBackoff},
+		store:    set.Store,
+		dead:     dead,
+		log:      set.Logger,
+		throttle: newThrottle(10 * time.Second),
+		failed:   func(string) { d.count(func(c *Counters) { c.WriteErrors++ }) },
+	}
 	if set.Registerer != nil {
 		if err := d.register(set.Registerer); err != nil {
 			cancel()
@@ -156,6 +200,15 @@ func (d *Durable) register(reg prometheus.Registerer) error {
 			dstat(func(c Counters) float64 { return float64(c.Batches) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "budgetd_wal_store_write_errors_total", Help: "Failed store write attempts by the drainer (retried)."},
 			dstat(func(c Counters) float64 { return float64(c.WriteErrors) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "budgetd_store_dead_letter_spans_total", Help: "Spans the store refused for their content, moved to the dead-letter files (ingest.wal.dead_letter_dir)."},
+			dstat(func(c Counters) float64 { return float64(c.DeadLetter) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "budgetd_wal_drain_stalled", Help: "1 while the drain has held spans for longer than ingest.wal.stall_after without storing any."},
+			func() float64 {
+				if d.Stalled() != nil {
+					return 1
+				}
+				return 0
+			}),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "budgetd_wal_replayed_batches_total", Help: "Batches rebuilt from the checkpoint after a restart."},
 			dstat(func(c Counters) float64 { return float64(c.Replayed) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "budgetd_wal_undecodable_records_total", Help: "Records skipped because they did not decode."},
@@ -214,6 +267,22 @@ func (d *Durable) Shutdown(ctx context.Context) error {
 	d.abandon()
 	<-d.done
 	return errors.Join(err, d.wal.Close())
+}
+
+// Stalled returns why the drain is stuck — one batch has been failing for
+// longer than StallAfter — or nil.
+func (d *Durable) Stalled() error {
+	d.mu.Lock()
+	since := d.writingSince
+	d.mu.Unlock()
+	if since.IsZero() {
+		return nil
+	}
+	if took := time.Since(since); took > d.cfg.StallAfter {
+		return fmt.Errorf("the write-ahead log drain has been failing to store one batch for %s, %d bytes waiting behind it (see budgetd_wal_store_write_errors_total and the log)",
+			took.Round(time.Second), d.wal.Stats().Bytes)
+	}
+	return nil
 }
 
 // Counters returns the drainer's counters.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -75,6 +76,7 @@ func testConfig(dir string) Config {
 	cfg.FlushInterval = 20 * time.Millisecond
 	cfg.BatchSpans = 2000
 	cfg.WriteTimeout = 2 * time.Second
+	cfg.DeadLetterDir = filepath.Join(dir, "dead-letter")
 	return cfg
 }
 
@@ -190,7 +192,7 @@ func TestPendingBatchRebuiltWithSameToken(t *testing.T) {
 	end := d.WAL().Committed()
 	require.NoError(t, d.Shutdown(context.Background()))
 
-	require.NoError(t, saveCheckpoint(dir, checkpoint{Acked: start, Pending: &end}))
+	require.NoError(t, saveCheckpoint(dir, checkpoint{Log: d.id, Acked: start, Pending: &end}))
 	d2, err := Open(testConfig(dir), Settings{Store: st})
 	require.NoError(t, err)
 	waitFor(t, "the pending batch replayed", func() bool { return d2.Counters().Replayed == 1 && d2.Counters().Batches == 1 })

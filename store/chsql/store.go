@@ -252,6 +252,21 @@ func splitByDay(n int, dayNs func(int) uint64, maxDays int) [][]int {
 	return parts
 }
 
+// CheckWritable inserts one row into the batches table, which reads
+// consult only by the token of a real batch: it proves that the engine
+// takes inserts, so a writer can tell spans the engine refuses from an
+// engine that refuses everything.
+func (s *Store) CheckWritable(ctx context.Context) error {
+	err := s.conn.Insert(ctx, s.db+".batches", []string{"token", "tbl", "rows", "written_ns"}, "", 1,
+		func(_ int, dst []any) []any {
+			return append(dst, "probe", "probe", uint64(0), uint64(time.Now().UnixNano()))
+		})
+	if err != nil {
+		return wrapCtx(ctx, fmt.Errorf("check the store takes writes: %w", err))
+	}
+	return nil
+}
+
 // wrapCtx makes an engine error that happened because the context ended
 // match ctx.Err() with errors.Is, whatever the engine reported.
 func wrapCtx(ctx context.Context, err error) error {
