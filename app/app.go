@@ -74,27 +74,13 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 	a.analysis.Start()
 	cleanup = append(cleanup, a.analysis.Shutdown)
 
-	// With the write-ahead log the drainer feeds the analysis after each
-	// store write, so spans replayed after a restart are analysed too.
-	var dur ingest.Durability
-	var sink ingest.Sink = a.analysis
-	var ready []func() error
-	switch cfg.Ingest.Durability {
-	case config.DurabilityWAL:
-		d, err := durable.Open(cfg.Ingest.WAL, durable.Settings{Logger: log, Store: a.store, Sink: a.analysis, Registerer: a.registry})
-		if err != nil {
-			return nil, err
-		}
-		dur, sink = d, ingest.NopSink{}
-		ready = append(ready, d.Stalled)
-	default:
-		b, err := ingest.NewBatcher(cfg.Ingest.Server.Batch, a.store, ingest.BatcherSettings{Logger: log, Registerer: a.registry})
-		if err != nil {
-			return nil, err
-		}
-		dur = b
+	// The write path stores what ingest accepts and hands it to the
+	// analysis: after each store write, replays after a restart included.
+	dur, err := durable.Open(cfg.Ingest.Durability, durable.Settings{Logger: log, Store: a.store, Sink: a.analysis, Registerer: a.registry})
+	if err != nil {
+		return nil, err
 	}
-	a.ingest, err = ingest.New(cfg.Ingest.Server, ingest.Settings{Logger: log, Durability: dur, Sink: sink, Registerer: a.registry})
+	a.ingest, err = ingest.New(cfg.Ingest.Server, ingest.Settings{Logger: log, Durability: dur, Registerer: a.registry})
 	if err != nil {
 		_ = dur.Shutdown(ctx)
 		return nil, err
@@ -105,7 +91,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 	}
 	cleanup = append(cleanup, a.ingest.Shutdown)
 
-	a.api, err = api.New(cfg.API, api.Settings{Logger: log, Store: a.store, Gatherer: a.registry, Registerer: a.registry, Ready: ready})
+	a.api, err = api.New(cfg.API, api.Settings{Logger: log, Store: a.store, Gatherer: a.registry, Registerer: a.registry, Ready: []func() error{dur.Stalled}})
 	if err != nil {
 		return nil, err
 	}

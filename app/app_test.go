@@ -16,7 +16,9 @@ import (
 
 	"github.com/budgetd/budgetd/analyze"
 	"github.com/budgetd/budgetd/config"
+	"github.com/budgetd/budgetd/durable"
 	"github.com/budgetd/budgetd/fixtures"
+	"github.com/budgetd/budgetd/ingest"
 	"github.com/budgetd/budgetd/schema"
 )
 
@@ -42,9 +44,11 @@ func testConfig(t *testing.T) config.Config {
 	cfg := config.DefaultConfig()
 	cfg.Store.Embedded.DataDir = chdbDir
 	cfg.Store.Embedded.Database = fmt.Sprintf("apptest_%d", time.Now().UnixNano())
-	cfg.Ingest.WAL.Dir = t.TempDir()
+	cfg.Ingest.Durability.WAL.Dir = t.TempDir()
 	cfg.Ingest.Server.GRPC.Endpoint = "127.0.0.1:0"
 	cfg.Ingest.Server.HTTP.Endpoint = "127.0.0.1:0"
+	// The fixtures carry the times they were recorded at, months ago.
+	cfg.Ingest.Server.SpanTimes = ingest.SpanTimeWindow{}
 	cfg.API.Endpoint = "127.0.0.1:0"
 	cfg.Analyze.Stream.Assembly.Idle = 200 * time.Millisecond
 	cfg.Analyze.Stream.Tick = 50 * time.Millisecond
@@ -55,10 +59,10 @@ func testConfig(t *testing.T) config.Config {
 // from the API: ingest → write-ahead log → store → streaming analysis →
 // findings, the whole way a Collector's spans go.
 func TestEndToEnd(t *testing.T) {
-	for _, durability := range []string{config.DurabilityWAL, config.DurabilityBatch} {
+	for _, durability := range []string{durable.ModeWAL, durable.ModeBatch} {
 		t.Run(durability, func(t *testing.T) {
 			cfg := testConfig(t)
-			cfg.Ingest.Durability = durability
+			cfg.Ingest.Durability.Mode = durability
 			a, err := Start(context.Background(), cfg, nil)
 			require.NoError(t, err)
 			defer func() {

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 
@@ -31,18 +32,11 @@ type Config struct {
 	Ingest  IngestConfig  `yaml:"ingest"`
 }
 
-// The durability points ingest can acknowledge at.
-const (
-	DurabilityWAL   = "wal"   // fsynced write-ahead log, drained to the store (default)
-	DurabilityBatch = "batch" // the store write itself: no log, but a store outage refuses spans at once
-)
-
-// IngestConfig is the `ingest` section: the OTLP receivers, and where they
-// make spans durable before acknowledging them.
+// IngestConfig is the `ingest` section: the OTLP receivers, and the write
+// path that makes spans durable before they are acknowledged.
 type IngestConfig struct {
 	Server     ingest.Config  `yaml:",inline"`
-	Durability string         `yaml:"durability"`
-	WAL        durable.Config `yaml:"wal"`
+	Durability durable.Config `yaml:"durability"`
 }
 
 // AnalyzeConfig is the `analyze` section: the detectors' settings and the
@@ -65,27 +59,29 @@ func DefaultConfig() Config {
 		Store:   engine.DefaultConfig(),
 		Analyze: AnalyzeConfig{Detect: analyze.DefaultConfig(), Stream: pipeline.DefaultConfig()},
 		API:     api.DefaultConfig(),
-		Ingest:  IngestConfig{Server: ingest.DefaultConfig(), Durability: DurabilityWAL, WAL: defaultWAL()},
+		Ingest:  IngestConfig{Server: ingest.DefaultConfig(), Durability: defaultDurability()},
 	}
 }
 
-// defaultWAL leaves the log's and the dead letter's directories empty: they
-// then follow the embedded store's data directory (see WithDerived).
-func defaultWAL() durable.Config {
+// defaultDurability leaves the log's and the dead letter's directories
+// empty: they then follow the embedded store's data directory (see
+// WithDerived).
+func defaultDurability() durable.Config {
 	c := durable.DefaultConfig()
-	c.Dir, c.DeadLetterDir = "", ""
+	c.WAL.Dir, c.DeadLetterDir = "", ""
 	return c
 }
 
 // WithDerived fills the settings whose defaults follow other settings:
-// ingest.wal.dir defaults to <store.embedded.data_dir>/wal and
-// ingest.wal.dead_letter_dir to <store.embedded.data_dir>/dead-letter.
+// ingest.durability.wal.dir defaults to <store.embedded.data_dir>/wal and
+// ingest.durability.dead_letter_dir to <store.embedded.data_dir>/dead-letter.
 func (c Config) WithDerived() Config {
-	if c.Ingest.WAL.Dir == "" {
-		c.Ingest.WAL.Dir = filepath.Join(c.Store.Embedded.DataDir, "wal")
+	d := &c.Ingest.Durability
+	if d.WAL.Dir == "" {
+		d.WAL.Dir = filepath.Join(c.Store.Embedded.DataDir, "wal")
 	}
-	if c.Ingest.WAL.DeadLetterDir == "" {
-		c.Ingest.WAL.DeadLetterDir = filepath.Join(c.Store.Embedded.DataDir, "dead-letter")
+	if d.DeadLetterDir == "" {
+		d.DeadLetterDir = filepath.Join(c.Store.Embedded.DataDir, "dead-letter")
 	}
 	return c
 }
@@ -113,13 +109,7 @@ func (c Config) Validate() error {
 	if err := c.Ingest.Server.Validate(); err != nil {
 		return err
 	}
-	switch c.Ingest.Durability {
-	case DurabilityWAL:
-		return c.WithDerived().Ingest.WAL.Validate()
-	case DurabilityBatch:
-		return nil
-	}
-	return fmt.Errorf("ingest.durability must be %q or %q, not %q", DurabilityWAL, DurabilityBatch, c.Ingest.Durability)
+	return c.WithDerived().Ingest.Durability.Validate()
 }
 
 // SlogLevel parses log.level.
@@ -143,7 +133,21 @@ func Load(path string) (Config, error) {
 	dec.KnownFields(true)
 	// An empty file decodes to io.EOF and means "all defaults".
 	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
-		return cfg, fmt.Errorf("parse config %s: %w", path, err)
+		return cfg, fmt.Errorf("parse config %s: %w%s", path, err, movedKeyHint(err))
 	}
 	return cfg, nil
+}
+
+// movedKeyHint points a file written for an older budgetd at the keys'
+// new place: the write path's settings moved under ingest.durability.
+func movedKeyHint(err error) string {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "field wal not found in type config.IngestConfig"),
+		strings.Contains(msg, "field batch not found in type config.IngestConfig"):
+		return " (ingest.wal and ingest.batch moved to ingest.durability.wal and ingest.durability.batch; docs/configuration.md)"
+	case strings.Contains(msg, "into durable.Config"):
+		return " (ingest.durability is a section now: write `durability: {mode: wal}`; docs/configuration.md)"
+	}
+	return ""
 }

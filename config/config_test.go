@@ -40,6 +40,18 @@ func TestLoad(t *testing.T) {
 		{name: "inference off", yaml: "analyze: {infer: {enabled: false}}\n",
 			check: func(t *testing.T, c Config) { require.False(t, c.Analyze.Detect.Infer.Enabled) }},
 		{name: "unknown key", yaml: "analyze: {tik: 1s}\n", wantErr: "field tik not found"},
+		{name: "write path", yaml: "ingest: {durability: {mode: batch, max_backoff: 1s, batch: {queue_spans: 10}, wal: {batch_spans: 7}}}\n",
+			check: func(t *testing.T, c Config) {
+				d := c.Ingest.Durability
+				require.Equal(t, "batch", d.Mode)
+				require.Equal(t, time.Second, d.MaxBackoff)
+				require.Equal(t, 10, d.Batch.QueueSpans)
+				require.Equal(t, 7, d.WAL.BatchSpans)
+				require.Equal(t, DefaultConfig().Ingest.Durability.WriteTimeout, d.WriteTimeout, "unset keys keep defaults")
+			}},
+		{name: "the old durability string", yaml: "ingest: {durability: batch}\n", wantErr: "ingest.durability is a section now"},
+		{name: "the old wal section", yaml: "ingest: {wal: {dir: /x}}\n", wantErr: "ingest.wal and ingest.batch moved to ingest.durability.wal"},
+		{name: "the old batch section", yaml: "ingest: {batch: {max_spans: 1}}\n", wantErr: "moved to ingest.durability"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -69,6 +81,18 @@ func TestValidateNamesKeys(t *testing.T) {
 	c = DefaultConfig()
 	c.Analyze.Detect.Infer.MinSamples = 0
 	require.ErrorContains(t, c.Validate(), "analyze.infer.min_samples must be >= 1")
+	c = DefaultConfig()
+	c.Ingest.Durability.Mode = "tape"
+	require.ErrorContains(t, c.Validate(), `ingest.durability.mode must be "wal" or "batch", not "tape"`)
+	c = DefaultConfig()
+	c.Ingest.Durability.WAL.StallAfter = 0
+	require.ErrorContains(t, c.Validate(), "ingest.durability.wal.stall_after must be > 0")
+	c = DefaultConfig()
+	c.Ingest.Durability.Mode = "batch"
+	c.Ingest.Durability.WAL.StallAfter = 0
+	require.NoError(t, c.Validate(), "only the configured mode's section is checked")
+	c.Ingest.Durability.Batch.QueueSpans = 0
+	require.ErrorContains(t, c.Validate(), "ingest.durability.batch.queue_spans must be > 0")
 	c = DefaultConfig()
 	c.Log.Format = "xml"
 	require.ErrorContains(t, c.Validate(), "log.format")

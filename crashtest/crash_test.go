@@ -90,7 +90,7 @@ func TestCrashRecovery(t *testing.T) {
 }
 
 // TestStoreOutage stops the ClickHouse server under load: budgetd keeps
-// acknowledging into its write-ahead log until ingest.wal.max_bytes, then
+// acknowledging into its write-ahead log until ingest.durability.wal.max_bytes, then
 // answers UNAVAILABLE; once the server is back the log drains and every
 // acknowledged span is stored once.
 func TestStoreOutage(t *testing.T) {
@@ -151,12 +151,12 @@ func TestStoreOutage(t *testing.T) {
 //   - on the test's ClickHouse server (18.16, before
 //     insert_deduplication_token) a store write interrupted after it landed
 //     but before its token was recorded in the batches table is written
-//     again: at most one batch (ingest.wal.batch_spans) per interruption.
+//     again: at most one batch (ingest.durability.wal.batch_spans) per interruption.
 func requireDuplicatesExplained(t testing.TB, eng string, duplicates, interruptions int) {
 	t.Helper()
 	bound := interruptions * 4 * crashSpansPerRq
 	if eng == engine.ClickHouse {
-		bound += interruptions * durable.DefaultConfig().BatchSpans
+		bound += interruptions * durable.DefaultConfig().WAL.BatchSpans
 	}
 	require.LessOrEqual(t, duplicates, bound, "more spans stored twice than interruptions explain")
 }

@@ -166,9 +166,9 @@ func newBudgetd(t testing.TB, bin string, o budgetdOptions) *budgetd {
 	if o.dsn != "" {
 		storeCfg = fmt.Sprintf("  engine: clickhouse\n  clickhouse:\n    dsn: %s\n", o.dsn)
 	}
-	walCfg := fmt.Sprintf("    dir: %s\n    flush_interval: 50ms\n    write_timeout: 2s\n", filepath.Join(dir, "wal"))
+	walCfg := fmt.Sprintf("      dir: %s\n      flush_interval: 50ms\n", filepath.Join(dir, "wal"))
 	if o.walMaxBytes > 0 {
-		walCfg += fmt.Sprintf("    max_bytes: %d\n    segment_bytes: %d\n", o.walMaxBytes, o.walMaxBytes/4)
+		walCfg += fmt.Sprintf("      max_bytes: %d\n      segment_bytes: %d\n", o.walMaxBytes, o.walMaxBytes/4)
 	}
 	cfg := fmt.Sprintf(`log:
   level: warn
@@ -181,8 +181,11 @@ ingest:
 %s  http:
     endpoint: %s
   retry_after: 200ms
-%s  wal:
-%s`, storeCfg, b.api, b.grpc, o.grpc, b.http, o.ingest, walCfg)
+%s  durability:
+    write_timeout: 2s
+    dead_letter_dir: %s
+    wal:
+%s`, storeCfg, b.api, b.grpc, o.grpc, b.http, o.ingest, filepath.Join(dir, "dead-letter"), walCfg)
 	b.config = filepath.Join(dir, "budgetd.yaml")
 	require.NoError(t, os.WriteFile(b.config, []byte(cfg), 0o600))
 	return b

@@ -103,7 +103,7 @@ func (d *Durable) collect(stopCtx context.Context, r *wal.Reader) (batch, error)
 	b := batch{from: d.acked, to: d.acked}
 	d.mu.Unlock()
 	var flushAt time.Time
-	for len(b.spans) < d.cfg.BatchSpans {
+	for len(b.spans) < d.cfg.WAL.BatchSpans {
 		ctx, cancel := stopCtx, context.CancelFunc(func() {})
 		if !flushAt.IsZero() {
 			ctx, cancel = context.WithDeadline(stopCtx, flushAt)
@@ -113,7 +113,7 @@ func (d *Durable) collect(stopCtx context.Context, r *wal.Reader) (batch, error)
 		switch {
 		case err == nil:
 			if flushAt.IsZero() {
-				flushAt = time.Now().Add(d.cfg.FlushInterval)
+				flushAt = time.Now().Add(d.cfg.WAL.FlushInterval)
 			}
 			b.to = end
 			b.spans = d.decode(b.spans, payload)
@@ -142,7 +142,7 @@ func (d *Durable) decode(spans []schema.Span, payload []byte) []schema.Span {
 // the dead letter), then advance the checkpoint, feed the sink and drop the
 // log behind. It returns false when ctx ended first.
 func (d *Durable) store1(ctx context.Context, b batch, logID string) bool {
-	if err := saveCheckpoint(d.cfg.Dir, checkpoint{Log: d.id, Acked: b.from, Pending: &b.to}); err != nil {
+	if err := saveCheckpoint(d.cfg.WAL.Dir, checkpoint{Log: d.id, Acked: b.from, Pending: &b.to}); err != nil {
 		d.log.Error("wal: checkpoint failed", "err", err)
 	}
 	d.mu.Lock()
@@ -151,11 +151,11 @@ func (d *Durable) store1(ctx context.Context, b batch, logID string) bool {
 	dead := 0
 	if len(b.spans) > 0 {
 		var err error
-		if dead, err = d.writer.write(ctx, b.token(logID), b.spans); err != nil {
+		if dead, err = d.writer.writeSpans(ctx, b.token(logID), b.spans); err != nil {
 			return false
 		}
 	}
-	if err := saveCheckpoint(d.cfg.Dir, checkpoint{Log: d.id, Acked: b.to}); err != nil {
+	if err := saveCheckpoint(d.cfg.WAL.Dir, checkpoint{Log: d.id, Acked: b.to}); err != nil {
 		d.log.Error("wal: checkpoint failed", "err", err)
 	}
 	// The sink (analysis) gets the spans before they are counted, so the

@@ -10,86 +10,18 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/budgetd/budgetd/ingest"
 	"github.com/budgetd/budgetd/schema"
 	"github.com/budgetd/budgetd/wal"
 )
 
-// Config is the `ingest.wal` section: the log and its drainer.
-type Config struct {
-	wal.Config `yaml:",inline"`
-	// BatchSpans is the most spans one store write carries.
-	BatchSpans int `yaml:"batch_spans"`
-	// FlushInterval is the longest a record waits for others to share its
-	// store write.
-	FlushInterval time.Duration `yaml:"flush_interval"`
-	// WriteTimeout bounds one store write attempt. Writes that failed for
-	// a reason a retry can cure are retried with backoff (doubling up to
-	// MaxBackoff) for as long as it takes: the spans are safe in the log,
-	// and ingest refuses new ones with 503 once the log is full.
-	WriteTimeout time.Duration `yaml:"write_timeout"`
-	// MaxBackoff caps the wait between two attempts of a failing write.
-	MaxBackoff time.Duration `yaml:"max_backoff"`
-	// DeadLetterDir receives the spans the store refuses for their
-	// content (see deadLetter for the format).
-	DeadLetterDir string `yaml:"dead_letter_dir"`
-	// StallAfter is how long the drain may hold spans without storing any
-	// before /readyz reports it stalled.
-	StallAfter time.Duration `yaml:"stall_after"`
-}
-
-// DefaultConfig returns the WAL defaults.
-func DefaultConfig() Config {
-	return Config{Config: wal.DefaultConfig(), BatchSpans: 20_000, FlushInterval: 200 * time.Millisecond,
-		WriteTimeout: 30 * time.Second, MaxBackoff: 5 * time.Second, DeadLetterDir: "./data/dead-letter", StallAfter: 2 * time.Minute}
-}
-
-// Validate reports every setting that cannot work, naming its key.
-func (c Config) Validate() error {
-	errs := []error{c.Config.Validate()}
-	if c.BatchSpans <= 0 {
-		errs = append(errs, errors.New("ingest.wal.batch_spans must be > 0"))
-	}
-	if c.FlushInterval <= 0 {
-		errs = append(errs, errors.New("ingest.wal.flush_interval must be > 0"))
-	}
-	if c.WriteTimeout <= 0 {
-		errs = append(errs, errors.New("ingest.wal.write_timeout must be > 0"))
-	}
-	if c.MaxBackoff < minBackoff {
-		errs = append(errs, fmt.Errorf("ingest.wal.max_backoff must be >= %s", minBackoff))
-	}
-	if c.DeadLetterDir == "" {
-		errs = append(errs, errors.New("ingest.wal.dead_letter_dir must not be empty"))
-	}
-	if c.StallAfter <= 0 {
-		errs = append(errs, errors.New("ingest.wal.stall_after must be > 0"))
-	}
-	return errors.Join(errs...)
-}
-
-// minBackoff is the first wait after a failed store write.
-const minBackoff = 100 * time.Millisecond
-
-// Settings are what the Durable is given rather than configured with.
-type Settings struct {
-	Logger *slog.Logger
-	Store  SpanStore
-	// Sink receives every batch after the store acknowledged it, replays
-	// after a restart included. nil: no analysis.
-	Sink ingest.Sink
-	// Registerer receives the log's metrics; nil keeps them private.
-	Registerer prometheus.Registerer
-}
-
-// Durable implements ingest.Durability on the write-ahead log.
+// Durable is the Durability of the write-ahead log (mode wal).
 type Durable struct {
 	cfg    Config
 	log    *slog.Logger
 	wal    *wal.WAL
 	id     string // the log's identity, in every dedup token
-	writer *writer
-	sink   ingest.Sink
+	writer *spanWriter
+	sink   Sink
 
 	stop    chan struct{} // closed by Shutdown: finish draining
 	done    chan struct{} // closed when the drainer returned
@@ -103,10 +35,7 @@ type Durable struct {
 	writingSince time.Time
 }
 
-var (
-	_ ingest.Durability = (*Durable)(nil)
-	_ ingest.Admitter   = (*Durable)(nil)
-)
+var _ Durability = (*Durable)(nil)
 
 // Counters count what the drainer did.
 type Counters struct {
@@ -118,36 +47,32 @@ type Counters struct {
 	DecodeErrors uint64 // records that could not be decoded (skipped)
 }
 
-// Open opens the log in cfg.Dir and starts draining it from the checkpoint,
-// so whatever an earlier run acknowledged but did not store goes to the
-// store (and the sink) first.
-func Open(cfg Config, set Settings) (*Durable, error) {
-	if err := cfg.Validate(); err != nil {
+// OpenLog opens the log in cfg.WAL.Dir and starts draining it from the
+// checkpoint, so whatever an earlier run acknowledged but did not store
+// goes to the store (and the sink) first.
+func OpenLog(cfg Config, set Settings) (*Durable, error) {
+	if err := cfg.validate(ModeWAL); err != nil {
 		return nil, err
 	}
-	if set.Store == nil {
-		return nil, errors.New("open durable: a store is required")
+	set, err := set.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("open write-ahead log: %w", err)
 	}
-	if set.Logger == nil {
-		set.Logger = slog.New(slog.DiscardHandler)
-	}
-	if set.Sink == nil {
-		set.Sink = ingest.NopSink{}
-	}
-	dead, err := newDeadLetter(cfg.DeadLetterDir)
+	d := &Durable{cfg: cfg, log: set.Logger, sink: set.Sink, stop: make(chan struct{}), done: make(chan struct{})}
+	d.writer, err = newSpanWriter(cfg, set, 0, func(string) { d.count(func(c *Counters) { c.WriteErrors++ }) })
 	if err != nil {
 		return nil, err
 	}
-	w, err := wal.Open(cfg.Config, set.Logger)
+	w, err := wal.Open(cfg.WAL.Config, set.Logger)
 	if err != nil {
 		return nil, err
 	}
-	cp, err := loadCheckpoint(cfg.Dir)
+	cp, err := loadCheckpoint(cfg.WAL.Dir)
 	if err != nil {
 		w.Close()
 		return nil, err
 	}
-	id, err := logIdentity(cfg.Dir, cp)
+	id, err := logIdentity(cfg.WAL.Dir, cp)
 	if err != nil {
 		w.Close()
 		return nil, err
@@ -156,22 +81,11 @@ func Open(cfg Config, set Settings) (*Durable, error) {
 		set.Logger.Warn("wal: damaged records cut at open", "records", st.CorruptRecords, "bytes", st.TruncatedBytes)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	d := &Durable{cfg: cfg, log: set.Logger, wal: w, id: id, sink: set.Sink,
-		stop: make(chan struct{}), done: make(chan struct{}), abandon: cancel, acked: cp.Acked}
-	d.writer = &writer{
-		cfg:      writerConfig{attemptTimeout: cfg.WriteTimeout, minBackoff: minBackoff, maxBackoff: cfg.MaxBackoff},
-		store:    set.Store,
-		dead:     dead,
-		log:      set.Logger,
-		throttle: newThrottle(10 * time.Second),
-		failed:   func(string) { d.count(func(c *Counters) { c.WriteErrors++ }) },
-	}
-	if set.Registerer != nil {
-		if err := d.register(set.Registerer); err != nil {
-			cancel()
-			w.Close()
-			return nil, err
-		}
+	d.wal, d.id, d.abandon, d.acked = w, id, cancel, cp.Acked
+	if err := d.register(set.Registerer); err != nil {
+		cancel()
+		w.Close()
+		return nil, err
 	}
 	go d.drain(ctx, cp)
 	return d, nil
@@ -188,7 +102,7 @@ func (d *Durable) register(reg prometheus.Registerer) error {
 			wstat(func(s wal.Stats) float64 { return float64(s.Appends) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "budgetd_wal_syncs_total", Help: "fsyncs of the write-ahead log (appends per sync is the group-commit factor)."},
 			wstat(func(s wal.Stats) float64 { return float64(s.Syncs) })),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "budgetd_wal_full_total", Help: "Appends refused because the log was at ingest.wal.max_bytes (answered 503)."},
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "budgetd_wal_full_total", Help: "Appends refused because the log was full (answered 503); see ingest.durability.wal.max_bytes."},
 			wstat(func(s wal.Stats) float64 { return float64(s.Full) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "budgetd_wal_corrupt_records_total", Help: "Torn or corrupt records cut from the log at start."},
 			wstat(func(s wal.Stats) float64 { return float64(s.CorruptRecords) })),
@@ -200,9 +114,7 @@ func (d *Durable) register(reg prometheus.Registerer) error {
 			dstat(func(c Counters) float64 { return float64(c.Batches) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "budgetd_wal_store_write_errors_total", Help: "Failed store write attempts by the drainer (retried)."},
 			dstat(func(c Counters) float64 { return float64(c.WriteErrors) })),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "budgetd_store_dead_letter_spans_total", Help: "Spans the store refused for their content, moved to the dead-letter files (ingest.wal.dead_letter_dir)."},
-			dstat(func(c Counters) float64 { return float64(c.DeadLetter) })),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "budgetd_wal_drain_stalled", Help: "1 while the drain has held spans for longer than ingest.wal.stall_after without storing any."},
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "budgetd_wal_drain_stalled", Help: "1 while the drain has held spans for longer than ingest.durability.wal.stall_after without storing any."},
 			func() float64 {
 				if d.Stalled() != nil {
 					return 1
@@ -222,7 +134,7 @@ func (d *Durable) register(reg prometheus.Registerer) error {
 	return nil
 }
 
-// Admits implements ingest.Admitter. A log record takes about as many
+// Admits implements Durability. A log record takes about as many
 // bytes as the protobuf its spans came in (realistic requests: 1.03 times),
 // so a request whose protobuf does not fit in the log's room would, all but
 // always, be refused by Commit after decoding.
@@ -230,7 +142,7 @@ func (d *Durable) Admits(protoBytes int) bool { return d.wal.Fits(protoBytes) }
 
 var recordBuffers = sync.Pool{New: func() any { return new([]byte) }}
 
-// Commit implements ingest.Durability: it returns once spans are fsynced in
+// Commit implements Durability: it returns once spans are fsynced in
 // the log. A full log is ErrOverloaded, which ingest answers with 503.
 func (d *Durable) Commit(ctx context.Context, spans []schema.Span) error {
 	if len(spans) == 0 {
@@ -244,16 +156,16 @@ func (d *Durable) Commit(ctx context.Context, spans []schema.Span) error {
 	recordBuffers.Put(buf)
 	switch {
 	case errors.Is(err, wal.ErrFull):
-		return fmt.Errorf("%w: %w", ingest.ErrOverloaded, err)
+		return fmt.Errorf("%w: %w", ErrOverloaded, err)
 	case errors.Is(err, wal.ErrClosed):
-		return fmt.Errorf("%w: %w", ingest.ErrClosed, err)
+		return fmt.Errorf("%w: %w", ErrClosed, err)
 	case err != nil:
 		return fmt.Errorf("commit to wal: %w", err)
 	}
 	return nil
 }
 
-// Shutdown implements ingest.Durability: it stops taking appends, lets the
+// Shutdown implements Durability: it stops taking appends, lets the
 // drainer store what the log holds until ctx ends, and closes the log.
 // Whatever is not stored by then stays in the log for the next start.
 func (d *Durable) Shutdown(ctx context.Context) error {
@@ -278,7 +190,7 @@ func (d *Durable) Stalled() error {
 	if since.IsZero() {
 		return nil
 	}
-	if took := time.Since(since); took > d.cfg.StallAfter {
+	if took := time.Since(since); took > d.cfg.WAL.StallAfter {
 		return fmt.Errorf("the write-ahead log drain has been failing to store one batch for %s, %d bytes waiting behind it (see budgetd_wal_store_write_errors_total and the log)",
 			took.Round(time.Second), d.wal.Stats().Bytes)
 	}

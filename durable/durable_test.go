@@ -1,27 +1,17 @@
 package durable
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"go.uber.org/goleak"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
 
-	"github.com/budgetd/budgetd/ingest"
-	"github.com/budgetd/budgetd/ingest/ingesttest"
 	"github.com/budgetd/budgetd/schema"
 	"github.com/budgetd/budgetd/store/chsql"
 	"github.com/budgetd/budgetd/store/clickhouse"
@@ -70,11 +60,11 @@ func (r *recordingSink) count() int {
 
 func testConfig(dir string) Config {
 	cfg := DefaultConfig()
-	cfg.Dir = dir
-	cfg.SegmentBytes = 1 << 20
-	cfg.MaxBytes = 64 << 20
-	cfg.FlushInterval = 20 * time.Millisecond
-	cfg.BatchSpans = 2000
+	cfg.WAL.Dir = dir
+	cfg.WAL.SegmentBytes = 1 << 20
+	cfg.WAL.MaxBytes = 64 << 20
+	cfg.WAL.FlushInterval = 20 * time.Millisecond
+	cfg.WAL.BatchSpans = 2000
 	cfg.WriteTimeout = 2 * time.Second
 	cfg.DeadLetterDir = filepath.Join(dir, "dead-letter")
 	return cfg
@@ -135,7 +125,7 @@ func spanBatches(seed uint64, n, size int) [][]schema.Span {
 func TestCommitDrainsToStoreAndSink(t *testing.T) {
 	st := embeddedStore(t)
 	sink := &recordingSink{}
-	d, err := Open(testConfig(t.TempDir()), Settings{Store: st, Sink: sink})
+	d, err := OpenLog(testConfig(t.TempDir()), Settings{Store: st, Sink: sink})
 	require.NoError(t, err)
 	commitAll(t, d, spanBatches(1, 40, 100))
 	waitFor(t, "4000 spans stored", func() bool { return rows(t, st) >= 4000 })
@@ -143,7 +133,7 @@ func TestCommitDrainsToStoreAndSink(t *testing.T) {
 	require.EqualValues(t, 4000, rows(t, st), "each span stored once")
 	require.Equal(t, 4000, sink.count(), "the analysis saw every stored span")
 	require.Less(t, d.Counters().Batches, uint64(40), "requests share store writes")
-	require.ErrorIs(t, d.Commit(context.Background(), spanBatches(2, 1, 1)[0]), ingest.ErrClosed)
+	require.ErrorIs(t, d.Commit(context.Background(), spanBatches(2, 1, 1)[0]), ErrClosed)
 }
 
 // TestOutageReplayExactlyOnce acknowledges spans while the store is down,
@@ -159,7 +149,7 @@ func TestOutageReplayExactlyOnce(t *testing.T) {
 	dir := t.TempDir()
 
 	require.NoError(t, srv.Stop())
-	d, err := Open(testConfig(dir), Settings{Store: st})
+	d, err := OpenLog(testConfig(dir), Settings{Store: st})
 	require.NoError(t, err)
 	commitAll(t, d, spanBatches(3, 10, 50)) // acknowledged: in the log
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
@@ -170,7 +160,7 @@ func TestOutageReplayExactlyOnce(t *testing.T) {
 
 	require.NoError(t, srv.Start())
 	sink := &recordingSink{}
-	d2, err := Open(testConfig(dir), Settings{Store: st, Sink: sink})
+	d2, err := OpenLog(testConfig(dir), Settings{Store: st, Sink: sink})
 	require.NoError(t, err)
 	waitFor(t, "replayed spans stored", func() bool { return sink.count() >= 500 })
 	require.NoError(t, d2.Shutdown(context.Background()))
@@ -184,7 +174,7 @@ func TestOutageReplayExactlyOnce(t *testing.T) {
 func TestPendingBatchRebuiltWithSameToken(t *testing.T) {
 	st := embeddedStore(t)
 	dir := t.TempDir()
-	d, err := Open(testConfig(dir), Settings{Store: st})
+	d, err := OpenLog(testConfig(dir), Settings{Store: st})
 	require.NoError(t, err)
 	start := d.WAL().First()
 	commitAll(t, d, spanBatches(4, 1, 300))
@@ -193,7 +183,7 @@ func TestPendingBatchRebuiltWithSameToken(t *testing.T) {
 	require.NoError(t, d.Shutdown(context.Background()))
 
 	require.NoError(t, saveCheckpoint(dir, checkpoint{Log: d.id, Acked: start, Pending: &end}))
-	d2, err := Open(testConfig(dir), Settings{Store: st})
+	d2, err := OpenLog(testConfig(dir), Settings{Store: st})
 	require.NoError(t, err)
 	waitFor(t, "the pending batch replayed", func() bool { return d2.Counters().Replayed == 1 && d2.Counters().Batches == 1 })
 	require.NoError(t, d2.Shutdown(context.Background()))
@@ -214,8 +204,8 @@ func fullLog(t *testing.T, shutdownAtEnd bool) *Durable {
 	require.NoError(t, srv.Stop())
 
 	c := testConfig(t.TempDir())
-	c.MaxBytes = 1 << 20
-	d, err := Open(c, Settings{Store: st})
+	c.WAL.MaxBytes = 1 << 20
+	d, err := OpenLog(c, Settings{Store: st})
 	require.NoError(t, err)
 	if shutdownAtEnd {
 		t.Cleanup(func() {
@@ -232,7 +222,7 @@ func fullLog(t *testing.T, shutdownAtEnd bool) *Durable {
 			break
 		}
 	}
-	require.ErrorIs(t, full, ingest.ErrOverloaded, "a full log answers 503, it does not drop")
+	require.ErrorIs(t, full, ErrOverloaded, "a full log answers 503, it does not drop")
 	require.ErrorIs(t, full, wal.ErrFull)
 	return d
 }
@@ -240,66 +230,4 @@ func fullLog(t *testing.T, shutdownAtEnd bool) *Durable {
 func TestFullLogRefuses(t *testing.T) {
 	d := fullLog(t, true)
 	require.False(t, d.Admits(64<<10), "a full log admits no request as large as a refused record")
-}
-
-// TestFullLogShedsUndecoded checks that ingest refuses requests a full log
-// cannot take before decoding them: a body that is not even protobuf gets
-// 503, not 400, and the refusals are counted as shed requests.
-func TestFullLogShedsUndecoded(t *testing.T) {
-	d := fullLog(t, false) // the ingest server shuts it down
-	reg := prometheus.NewRegistry()
-	cfg := ingest.DefaultConfig()
-	cfg.GRPC.Endpoint, cfg.HTTP.Endpoint = "127.0.0.1:0", "127.0.0.1:0"
-	s, err := ingest.New(cfg, ingest.Settings{Durability: d, Registerer: reg})
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	require.NoError(t, s.Start(ctx))
-	defer func() {
-		sctx, scancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		defer scancel()
-		_ = s.Shutdown(sctx) // the log cannot drain: the store is gone
-	}()
-	grpcAddr, httpAddr := s.Addrs()
-
-	garbage := bytes.Repeat([]byte{0xff}, 2<<20) // larger than the whole log
-	resp, err := http.Post("http://"+httpAddr.String()+"/v1/traces", "application/x-protobuf", bytes.NewReader(garbage))
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "refused before decoding, so not a 400")
-	require.Equal(t, "1", resp.Header.Get("Retry-After"))
-
-	conn, err := grpc.NewClient(grpcAddr.String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	defer conn.Close()
-	req := ptraceotlp.NewExportRequestFromTraces(ingesttest.Spans(1, 2000))
-	_, err = ptraceotlp.NewGRPCClient(conn).Export(ctx, req)
-	require.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
-
-	for _, tr := range []string{"grpc", "http"} {
-		require.Equal(t, 1.0, counterValue(t, reg, "budgetd_ingest_requests_shed_total", "transport", tr), tr)
-	}
-	require.Equal(t, 0.0, counterValue(t, reg, "budgetd_ingest_spans_received_total", "transport", "grpc"),
-		"a shed request is not decoded")
-}
-
-// counterValue returns the value of the counter series name{label="value"}.
-func counterValue(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == label && lp.GetValue() == value {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	t.Fatalf("no series %s{%s=%q}", name, label, value)
-	return 0
 }

@@ -1,7 +1,6 @@
 package durable
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -11,8 +10,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/budgetd/budgetd/ingest"
-	"github.com/budgetd/budgetd/schema"
 	"github.com/budgetd/budgetd/store/chsql"
 	"github.com/budgetd/budgetd/store/clickhouse"
 	"github.com/budgetd/budgetd/store/clickhouse/clickhousetest"
@@ -20,17 +17,18 @@ import (
 	"github.com/budgetd/budgetd/wal"
 )
 
+// Engine is one real engine the write-path tests run on: Open gives a
+// store on a fresh database, closed when the test ends.
+type Engine struct {
+	Name string
+	Open func(t *testing.T) *chsql.Store
+}
+
 // engines are the real engines the write-path tests run on: chDB in
 // process and Debian's ClickHouse server (18.16, which has no
 // insert_deduplication_token: its dedup runs through the batches table).
-func engines() []struct {
-	name string
-	open func(t *testing.T) *chsql.Store
-} {
-	return []struct {
-		name string
-		open func(t *testing.T) *chsql.Store
-	}{
+func engines() []Engine {
+	return []Engine{
 		{"embedded", embeddedStore},
 		{"clickhouse", func(t *testing.T) *chsql.Store {
 			srv := clickhousetest.Start(t)
@@ -44,7 +42,7 @@ func engines() []struct {
 	}
 }
 
-func exec(t *testing.T, st *chsql.Store, stmt string) {
+func execSQL(t *testing.T, st *chsql.Store, stmt string) {
 	t.Helper()
 	require.NoError(t, st.Conn().Exec(context.Background(), stmt, nil), stmt)
 }
@@ -55,12 +53,12 @@ func exec(t *testing.T, st *chsql.Store, stmt string) {
 // old batches' dedup tokens, or the store discards them as duplicates.
 func TestRecreatedLogStoresEverything(t *testing.T) {
 	for _, eng := range engines() {
-		t.Run(eng.name, func(t *testing.T) {
-			st := eng.open(t)
+		t.Run(eng.Name, func(t *testing.T) {
+			st := eng.Open(t)
 			dir := filepath.Join(t.TempDir(), "wal")
 			for run := range 2 {
 				require.NoError(t, os.RemoveAll(dir))
-				d, err := Open(testConfig(dir), Settings{Store: st})
+				d, err := OpenLog(testConfig(dir), Settings{Store: st})
 				require.NoError(t, err)
 				require.Equal(t, wal.Position{Segment: 1}, d.WAL().First(), "a new log starts at the beginning")
 				// Other spans of the same size in one request: the batch
@@ -80,63 +78,20 @@ func TestRecreatedLogStoresEverything(t *testing.T) {
 	}
 }
 
-// TestPoisonSpanDeadLettered makes the engine really refuse one span: a
-// materialized column that throws for it, evaluated by the engine at
-// insert. The drain splits the batch until the span is alone, stores the
-// rest, moves the span to a dead-letter file that `budgetd analyze` reads
-// back as the span it was, and goes on with the next batch.
-func TestPoisonSpanDeadLettered(t *testing.T) {
-	for _, eng := range engines() {
-		t.Run(eng.name, func(t *testing.T) {
-			st := eng.open(t)
-			exec(t, st, "ALTER TABLE "+st.Database()+".spans ADD COLUMN poison UInt8 MATERIALIZED throwIf(name = 'poison')")
-			spans := storetest.SpanBatch(21, 101)
-			spans[37].Name = "poison"
-			cfg := testConfig(t.TempDir())
-			cfg.FlushInterval = time.Second // one batch: the poison span among 100 good ones
-			d, err := Open(cfg, Settings{Store: st})
-			require.NoError(t, err)
-			require.NoError(t, d.Commit(context.Background(), spans))
-			waitFor(t, "the batch written", func() bool { return d.Counters().Batches == 1 })
-			require.EqualValues(t, 100, d.Counters().Spans)
-			require.EqualValues(t, 1, d.Counters().DeadLetter)
-			require.EqualValues(t, 100, rows(t, st), "the rest of the batch is stored")
-
-			next := storetest.SpanBatch(22, 50)
-			require.NoError(t, d.Commit(context.Background(), next))
-			waitFor(t, "the next batch", func() bool { return d.Counters().Spans == 150 })
-			require.NoError(t, d.Shutdown(context.Background()))
-			require.EqualValues(t, 150, rows(t, st), "the drain goes on")
-
-			files, err := filepath.Glob(filepath.Join(cfg.DeadLetterDir, "spans-*.jsonl"))
-			require.NoError(t, err)
-			require.Len(t, files, 1)
-			f, err := os.Open(files[0])
-			require.NoError(t, err)
-			defer f.Close()
-			conv, err := ingest.NewConverter(ingest.DefaultLimits())
-			require.NoError(t, err)
-			res, err := ingest.ReadSpans(bufio.NewReader(f), conv)
-			require.NoError(t, err)
-			require.Equal(t, []schema.Span{spans[37]}, res.Spans, "the dead letter holds the span as it was acknowledged")
-		})
-	}
-}
-
 // TestRefusingStoreStalls takes the spans table away (UNKNOWN_TABLE: the
 // store's state, not the spans'): nothing may go to the dead letter, the
 // drain reports a stall once stall_after passed, and once the table is
 // back everything is stored.
 func TestRefusingStoreStalls(t *testing.T) {
 	for _, eng := range engines() {
-		t.Run(eng.name, func(t *testing.T) {
-			st := eng.open(t)
+		t.Run(eng.Name, func(t *testing.T) {
+			st := eng.Open(t)
 			db := st.Database()
-			exec(t, st, "RENAME TABLE "+db+".spans TO "+db+".spans_away")
+			execSQL(t, st, "RENAME TABLE "+db+".spans TO "+db+".spans_away")
 			cfg := testConfig(t.TempDir())
-			cfg.StallAfter = 300 * time.Millisecond
+			cfg.WAL.StallAfter = 300 * time.Millisecond
 			cfg.MaxBackoff = 200 * time.Millisecond
-			d, err := Open(cfg, Settings{Store: st})
+			d, err := OpenLog(cfg, Settings{Store: st})
 			require.NoError(t, err)
 			require.NoError(t, d.Stalled())
 			commitAll(t, d, spanBatches(31, 2, 100))
@@ -144,7 +99,7 @@ func TestRefusingStoreStalls(t *testing.T) {
 			require.ErrorContains(t, d.Stalled(), "failing to store one batch")
 			require.Zero(t, d.Counters().DeadLetter, "a store that refuses everything empties nothing into the dead letter")
 
-			exec(t, st, "RENAME TABLE "+db+".spans_away TO "+db+".spans")
+			execSQL(t, st, "RENAME TABLE "+db+".spans_away TO "+db+".spans")
 			waitFor(t, "stored", func() bool { return d.Counters().Spans == 200 })
 			require.NoError(t, d.Stalled())
 			require.NoError(t, d.Shutdown(context.Background()))

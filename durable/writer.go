@@ -8,9 +8,11 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/budgetd/budgetd/logthrottle"
 	"github.com/budgetd/budgetd/schema"
 	"github.com/budgetd/budgetd/store"
 )
@@ -105,104 +107,210 @@ func engineCode(err error) int {
 	return n
 }
 
-// writerConfig is how the writer retries.
-type writerConfig struct {
-	attemptTimeout time.Duration // one store write
-	minBackoff     time.Duration // first wait after a failure
-	maxBackoff     time.Duration // waits double up to this
+// WriterConfig is how a Writer retries.
+type WriterConfig struct {
+	AttemptTimeout time.Duration // one store write
+	MinBackoff     time.Duration // first wait after a failure
+	MaxBackoff     time.Duration // waits double up to this
+	// GiveUpAfter, when not 0, ends the retries this long after the first
+	// failure, with the last error: the Batcher's senders are waiting, and
+	// they retry on their own.
+	GiveUpAfter time.Duration
+	// MaxAttempts, when not 0, ends the retries after this many failed
+	// attempts of one write, with the last error.
+	MaxAttempts int
 }
 
-// writer is the store writer of the write path: it writes a batch under
+// Writer is the store writer of budgetd: the write-ahead log's drain, the
+// batch mode and the analysis write through it. It writes a batch under
 // its dedup token until the store has it, retrying what a retry can cure
-// with capped exponential backoff, and splitting a batch the store
-// refuses for its content until the refused spans are found, which go to
-// the dead letter while the rest is stored. A span is dead-lettered only
-// when the store refused it alone while a plain insert succeeded, so a
-// store that refuses everything stops the drain (and /readyz says so)
-// rather than emptying it into the dead letter.
-type writer struct {
-	cfg      writerConfig
-	store    SpanStore
-	dead     *deadLetter
+// (see classify) with capped exponential backoff under the same token, so
+// a write that landed but whose answer was lost is stored once. A batch
+// the store refuses for its content is split in halves, each under a
+// token derived from the batch's (a replay splits the same way and dedups
+// what was stored), until the refused rows are alone; a row refused alone
+// while a probe insert succeeds goes to Rows.Refused (spans: the dead
+// letter) and the rest is stored. A store that refuses everything — the
+// probe fails too — is retried, not emptied into the dead letter.
+type Writer struct {
+	cfg      WriterConfig
+	probe    func(context.Context) error
 	log      *slog.Logger
-	throttle *throttle
-	failed   func(class string) // counts a failed attempt
+	throttle *logthrottle.Throttle
+	failed   func(class string)
 }
 
-// write stores spans under token and returns how many went to the dead
-// letter. It returns an error only when ctx ended first.
-func (w *writer) write(ctx context.Context, token string, spans []schema.Span) (dead int, err error) {
-	backoff := w.cfg.minBackoff
-	for {
-		actx, cancel := context.WithTimeout(ctx, w.cfg.attemptTimeout)
-		err := w.store.WriteSpans(actx, token, spans)
+// NewWriter returns a Writer. probe is an insert that proves the store
+// takes writes (store.Store.CheckWritable); failed, when not nil, counts
+// every failed attempt by class.
+func NewWriter(cfg WriterConfig, probe func(context.Context) error, log *slog.Logger, failed func(class string)) *Writer {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if failed == nil {
+		failed = func(string) {}
+	}
+	cfg.MinBackoff = max(cfg.MinBackoff, time.Millisecond)
+	cfg.MaxBackoff = max(cfg.MaxBackoff, cfg.MinBackoff)
+	return &Writer{cfg: cfg, probe: probe, log: log, throttle: logthrottle.New(10 * time.Second), failed: failed}
+}
+
+// Rows is one batch of n rows for Write.
+type Rows struct {
+	// What names the rows in logs: "spans", "hops", "findings".
+	What string
+	N    int
+	// Write writes rows lo..hi-1 under token.
+	Write func(ctx context.Context, token string, lo, hi int) error
+	// Refused deals with row i, which the store refused alone for its
+	// content (cause) while it took a probe insert: the spans' dead
+	// letter, or dropping and counting a row the analysis can make again.
+	// It reports whether it did; false keeps retrying the row.
+	Refused func(i int, cause error) bool
+}
+
+// Write stores r under token and returns how many rows went to r.Refused.
+// It returns an error only when ctx ended first or the retries gave up
+// (WriterConfig.GiveUpAfter, MaxAttempts).
+func (w *Writer) Write(ctx context.Context, token string, r Rows) (refused int, err error) {
+	if r.N == 0 {
+		return 0, nil
+	}
+	return w.write(ctx, token, r, 0, r.N)
+}
+
+func (w *Writer) write(ctx context.Context, token string, r Rows, lo, hi int) (refused int, err error) {
+	backoff := w.cfg.MinBackoff
+	var firstFail time.Time
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, w.cfg.AttemptTimeout)
+		err := r.Write(actx, token, lo, hi)
 		cancel()
 		if err == nil {
 			return 0, nil
 		}
 		if ctx.Err() != nil {
-			return 0, fmt.Errorf("write spans: %w", ctx.Err())
+			return 0, fmt.Errorf("write %s: %w", r.What, ctx.Err())
 		}
 		class := classify(err)
 		w.failed(class)
 		if class == classRefused {
-			if len(spans) > 1 {
-				// Halves get tokens of their own, derived from the
-				// batch's, so a replay after a crash splits the same
-				// way and dedups the halves already stored.
-				mid := len(spans) / 2
-				d1, err := w.write(ctx, token+"a", spans[:mid])
+			if hi-lo > 1 {
+				mid := lo + (hi-lo)/2
+				n1, err := w.write(ctx, token+"a", r, lo, mid)
 				if err != nil {
-					return d1, err
+					return n1, err
 				}
-				d2, err := w.write(ctx, token+"b", spans[mid:])
-				return d1 + d2, err
+				n2, err := w.write(ctx, token+"b", r, mid, hi)
+				return n1 + n2, err
 			}
-			if ok, err := w.deadLetter(ctx, spans, err); ok || err != nil {
+			if ok, err := w.refuse(ctx, r, lo, err); ok || err != nil {
 				return 1, err
 			}
 		}
-		w.logFailure(class, len(spans), err, backoff)
-		if !sleep(ctx, backoff) {
-			return 0, fmt.Errorf("write spans: %w", ctx.Err())
+		if firstFail.IsZero() {
+			firstFail = time.Now()
 		}
-		backoff = min(2*backoff, w.cfg.maxBackoff)
+		if (w.cfg.GiveUpAfter > 0 && time.Since(firstFail)+backoff > w.cfg.GiveUpAfter) ||
+			(w.cfg.MaxAttempts > 0 && attempt >= w.cfg.MaxAttempts) {
+			w.logFailure(r.What, class, hi-lo, err, 0)
+			return 0, fmt.Errorf("write %s: %w", r.What, err)
+		}
+		w.logFailure(r.What, class, hi-lo, err, backoff)
+		if !sleep(ctx, backoff) {
+			return 0, fmt.Errorf("write %s: %w", r.What, ctx.Err())
+		}
+		backoff = min(2*backoff, w.cfg.MaxBackoff)
 	}
 }
 
-// deadLetter moves one refused span to the dead letter when the store
-// takes other writes; it reports whether it did.
-func (w *writer) deadLetter(ctx context.Context, spans []schema.Span, cause error) (bool, error) {
-	if engineCode(cause) == codeMemoryLimit {
+// refuse hands row i, refused alone, to r.Refused when the store takes
+// other writes; it reports whether the row was dealt with.
+func (w *Writer) refuse(ctx context.Context, r Rows, i int, cause error) (bool, error) {
+	if engineCode(cause) == codeMemoryLimit || r.Refused == nil {
 		return false, nil
 	}
-	actx, cancel := context.WithTimeout(ctx, w.cfg.attemptTimeout)
-	perr := w.store.CheckWritable(actx)
+	actx, cancel := context.WithTimeout(ctx, w.cfg.AttemptTimeout)
+	perr := w.probe(actx)
 	cancel()
 	if perr != nil {
 		if ctx.Err() != nil {
-			return false, fmt.Errorf("write spans: %w", ctx.Err())
+			return false, fmt.Errorf("write %s: %w", r.What, ctx.Err())
 		}
 		return false, nil
 	}
+	return r.Refused(i, cause), nil
+}
+
+func (w *Writer) logFailure(what, class string, rows int, err error, backoff time.Duration) {
+	if ok, suppressed := w.throttle.Allow(what+":"+class, time.Now()); ok {
+		w.log.Warn("store write failed", "what", what, "class", class, "rows", rows, "will_retry", backoff > 0,
+			"backoff", backoff, "suppressed", suppressed, "err", err)
+	}
+}
+
+// spanWriter is the write path's use of the Writer: spans, with the ones
+// the store refuses moved to the dead letter and counted.
+type spanWriter struct {
+	*Writer
+	store     SpanStore
+	dead      *deadLetter
+	deadSpans prometheus.Counter
+	log       *slog.Logger
+	throttle  *logthrottle.Throttle
+}
+
+// newSpanWriter builds the span writer of cfg, with its dead letter and
+// its counter.
+func newSpanWriter(cfg Config, set Settings, giveUpAfter time.Duration, failed func(class string)) (*spanWriter, error) {
+	dead, err := newDeadLetter(cfg.DeadLetterDir)
+	if err != nil {
+		return nil, err
+	}
+	w := &spanWriter{
+		Writer: NewWriter(WriterConfig{AttemptTimeout: cfg.WriteTimeout, MinBackoff: minBackoff, MaxBackoff: cfg.MaxBackoff, GiveUpAfter: giveUpAfter},
+			set.Store.CheckWritable, set.Logger, failed),
+		store:    set.Store,
+		dead:     dead,
+		log:      set.Logger,
+		throttle: logthrottle.New(10 * time.Second),
+		deadSpans: prometheus.NewCounter(prometheus.CounterOpts{Name: "budgetd_store_dead_letter_spans_total",
+			Help: "Spans the store refused for their content, moved to the dead-letter files (ingest.durability.dead_letter_dir)."}),
+	}
+	if err := set.Registerer.Register(w.deadSpans); err != nil {
+		return nil, fmt.Errorf("register write path metrics: %w", err)
+	}
+	return w, nil
+}
+
+// writeSpans stores spans under token and returns how many went to the
+// dead letter.
+func (w *spanWriter) writeSpans(ctx context.Context, token string, spans []schema.Span) (dead int, err error) {
+	return w.Write(ctx, token, Rows{
+		What: "spans",
+		N:    len(spans),
+		Write: func(ctx context.Context, token string, lo, hi int) error {
+			return w.store.WriteSpans(ctx, token, spans[lo:hi])
+		},
+		Refused: func(i int, cause error) bool { return w.deadLetter(spans[i:i+1], cause) },
+	})
+}
+
+// deadLetter writes refused spans to the dead letter; a span that cannot
+// be written there stays in the log (false), retried.
+func (w *spanWriter) deadLetter(spans []schema.Span, cause error) bool {
 	path, err := w.dead.write(spans)
 	if err != nil {
 		w.log.Error("dead letter failed; the span stays in the log", "err", err)
-		return false, nil
+		return false
 	}
-	if ok, suppressed := w.throttle.allow("dead-letter", time.Now()); ok {
+	w.deadSpans.Add(float64(len(spans)))
+	if ok, suppressed := w.throttle.Allow("dead-letter", time.Now()); ok {
 		s := &spans[0]
 		w.log.Error("store refused a span; moved to the dead letter", "file", path, "trace_id", s.TraceID.String(),
 			"span_id", s.SpanID.String(), "service", s.Service, "err", cause, "suppressed", suppressed)
 	}
-	return true, nil
-}
-
-func (w *writer) logFailure(class string, spans int, err error, backoff time.Duration) {
-	if ok, suppressed := w.throttle.allow("write:"+class, time.Now()); ok {
-		w.log.Warn("store write failed; retrying", "class", class, "spans", spans, "backoff", backoff,
-			"suppressed", suppressed, "err", err)
-	}
+	return true
 }
 
 // sleep waits d, or less when ctx ends; it reports whether d passed.
@@ -215,34 +323,4 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
-}
-
-// throttle lets one log line per key through per interval and counts the
-// ones it held back: while the store is down every attempt fails, and the
-// metrics count them all.
-type throttle struct {
-	every time.Duration
-
-	mu   sync.Mutex
-	last map[string]time.Time
-	held map[string]int
-}
-
-func newThrottle(every time.Duration) *throttle {
-	return &throttle{every: every, last: map[string]time.Time{}, held: map[string]int{}}
-}
-
-// allow reports whether a line for key may be logged now, and how many
-// were held back since the last one.
-func (t *throttle) allow(key string, now time.Time) (ok bool, suppressed int) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if last, seen := t.last[key]; seen && now.Sub(last) < t.every {
-		t.held[key]++
-		return false, 0
-	}
-	t.last[key] = now
-	suppressed = t.held[key]
-	t.held[key] = 0
-	return true, suppressed
 }

@@ -37,10 +37,6 @@ type Config struct {
 	// Retry-After, gRPC RetryInfo) when the queue is full or the store is
 	// unavailable.
 	RetryAfter time.Duration `yaml:"retry_after"`
-	// Batch configures the Batcher that commits accepted spans to the
-	// store. The Server itself only needs a Durability; `budgetd serve`
-	// builds the Batcher from this section.
-	Batch BatcherConfig `yaml:"batch"`
 	// Limits bounds what one span may carry.
 	Limits Limits `yaml:"limits"`
 	// SpanTimes bounds how far from now a span's times may be.
@@ -82,7 +78,7 @@ type HTTPConfig struct {
 	ReadTimeout time.Duration `yaml:"read_timeout"`
 	// WriteTimeout bounds the time from the end of the request headers to
 	// the end of the response, the commit to the store included, so it
-	// must exceed batch.flush_interval plus the store's write time.
+	// must exceed durability.batch.flush_interval plus the store's write time in batch mode.
 	WriteTimeout time.Duration `yaml:"write_timeout"`
 	// IdleTimeout closes keep-alive connections idle for this long.
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
@@ -111,7 +107,6 @@ func DefaultConfig() Config {
 		},
 		MaxConcurrentRequests: 64,
 		RetryAfter:            time.Second,
-		Batch:                 DefaultBatcherConfig(),
 		Limits:                DefaultLimits(),
 		SpanTimes:             DefaultSpanTimeWindow(),
 	}
@@ -160,9 +155,6 @@ func (c Config) Validate() error {
 	if c.MaxConcurrentRequests <= 0 {
 		return errors.New("ingest.max_concurrent_requests must be > 0")
 	}
-	if err := c.Batch.Validate(); err != nil {
-		return err
-	}
 	if err := c.GRPC.TLS.Validate("ingest.grpc.tls"); err != nil {
 		return err
 	}
@@ -185,70 +177,6 @@ func validEndpoint(key, endpoint string) error {
 	}
 	if _, _, err := net.SplitHostPort(endpoint); err != nil {
 		return fmt.Errorf("%s must be host:port, not %q", key, endpoint)
-	}
-	return nil
-}
-
-// BatcherConfig is the `ingest.batch` section: how accepted spans are
-// grouped into store writes.
-type BatcherConfig struct {
-	// MaxSpans is the most spans one store write carries. Requests are
-	// never split, so a single request larger than this is written alone.
-	MaxSpans int `yaml:"max_spans"`
-	// FlushInterval is the shortest time between the starts of two store
-	// writes, unless the queue holds MaxSpans. It caps the insert rate
-	// (ClickHouse wants few, large inserts): requests arriving meanwhile
-	// share the next write. A request arriving after a quiet spell is
-	// written at once; under load, each waits up to this long for its
-	// acknowledgement. 0 writes whenever the previous write is done.
-	FlushInterval time.Duration `yaml:"flush_interval"`
-	// QueueSpans bounds the spans waiting for a write (the batch being
-	// written is not counted). A request that does not fit is refused with
-	// 503 / UNAVAILABLE, so the sender backs off and retries.
-	QueueSpans int `yaml:"queue_spans"`
-	// StoreTimeout bounds one store write attempt.
-	StoreTimeout time.Duration `yaml:"store_timeout"`
-	// RetryTimeout bounds the time a batch is retried after transient
-	// store failures; its requests are then refused with 503.
-	RetryTimeout time.Duration `yaml:"retry_timeout"`
-	// RetryBackoff is the first pause between attempts; it doubles up to
-	// maxRetryBackoff.
-	RetryBackoff time.Duration `yaml:"retry_backoff"`
-}
-
-// maxRetryBackoff caps the pause between store write attempts. A longer one
-// would only delay recovery: the senders' own deadlines bound the retrying.
-const maxRetryBackoff = 2 * time.Second
-
-// DefaultBatcherConfig returns batches of up to 8192 spans, at most 20
-// writes a second, and a queue of 64Ki spans (around 100 MB of typical
-// spans).
-func DefaultBatcherConfig() BatcherConfig {
-	return BatcherConfig{
-		MaxSpans:      8192,
-		FlushInterval: 50 * time.Millisecond,
-		QueueSpans:    65536,
-		StoreTimeout:  10 * time.Second,
-		RetryTimeout:  30 * time.Second,
-		RetryBackoff:  100 * time.Millisecond,
-	}
-}
-
-// Validate reports the first setting that cannot work, naming its key.
-func (c BatcherConfig) Validate() error {
-	switch {
-	case c.MaxSpans <= 0:
-		return errors.New("ingest.batch.max_spans must be > 0")
-	case c.FlushInterval < 0:
-		return errors.New("ingest.batch.flush_interval must be >= 0")
-	case c.QueueSpans <= 0:
-		return errors.New("ingest.batch.queue_spans must be > 0")
-	case c.StoreTimeout <= 0:
-		return errors.New("ingest.batch.store_timeout must be > 0")
-	case c.RetryTimeout < 0:
-		return errors.New("ingest.batch.retry_timeout must be >= 0")
-	case c.RetryBackoff <= 0:
-		return errors.New("ingest.batch.retry_backoff must be > 0")
 	}
 	return nil
 }

@@ -10,6 +10,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/grpc/codes"
+
+	"github.com/budgetd/budgetd/durable"
 )
 
 // outcome is how an OTLP request ended. It is the closed set every answer
@@ -136,7 +138,7 @@ func outcomeOf(err error) outcome {
 	switch {
 	case errors.As(err, &re):
 		return re.outcome
-	case errors.Is(err, ErrOverloaded):
+	case errors.Is(err, durable.ErrOverloaded):
 		return outcomeOverloaded
 	case errors.Is(err, context.Canceled):
 		return outcomeCanceled
@@ -148,9 +150,9 @@ func outcomeOf(err error) outcome {
 // refusedReason is the spans_refused_total label for a failed commit.
 func refusedReason(err error) string {
 	switch {
-	case errors.Is(err, ErrOverloaded):
+	case errors.Is(err, durable.ErrOverloaded):
 		return refusedOverloaded
-	case errors.Is(err, ErrClosed):
+	case errors.Is(err, durable.ErrClosed):
 		return refusedShutdown
 	case errors.Is(err, context.Canceled):
 		return refusedCanceled
@@ -160,29 +162,28 @@ func refusedReason(err error) string {
 }
 
 // admit refuses, before it is decoded, a request the Durability says it
-// could not take (see Admitter).
+// could not take (see Durability.Admits).
 func (s *Server) admit(protoBytes int, transport string) error {
-	a, ok := s.dur.(Admitter)
-	if !ok || a.Admits(protoBytes) {
+	if s.dur.Admits(protoBytes) {
 		return nil
 	}
 	s.m.requestsShed.WithLabelValues(transport).Inc()
 	s.warnOverloaded(transport)
-	return fail(outcomeOverloaded, fmt.Errorf("%w: no room for a %d-byte request", ErrOverloaded, protoBytes))
+	return fail(outcomeOverloaded, fmt.Errorf("%w: no room for a %d-byte request", durable.ErrOverloaded, protoBytes))
 }
 
 // warnOverloaded logs, at most once per throttle period, that requests are
 // being refused.
 func (s *Server) warnOverloaded(transport string) {
-	if ok, suppressed := s.throttle.allow("overloaded", time.Now()); ok {
+	if ok, suppressed := s.throttle.Allow("overloaded", time.Now()); ok {
 		s.log.Warn("ingest queue full, refusing requests until the store catches up",
 			"transport", transport, "suppressed_lines", suppressed)
 	}
 }
 
 // export is the one export path both transports share once they have
-// decoded a request: convert with the limits, make the valid spans durable,
-// hand them to analysis, and build the response, with partial_success when
+// decoded a request: convert with the limits, make the valid spans durable
+// (the write path hands them to the analysis), and build the response, with partial_success when
 // spans were rejected. It returns an error only when nothing was stored
 // and the sender should retry.
 func (s *Server) export(ctx context.Context, td ptrace.Traces, transport string) (ptraceotlp.ExportResponse, outcome, error) {
@@ -200,7 +201,6 @@ func (s *Server) export(ctx context.Context, td ptrace.Traces, transport string)
 			return ptraceotlp.ExportResponse{}, outcomeOf(err), fmt.Errorf("commit %d spans: %w", len(res.Spans), err)
 		}
 		s.m.spansAccepted.WithLabelValues(transport).Add(float64(len(res.Spans)))
-		s.sink.Spans(res.Spans)
 	}
 
 	resp := ptraceotlp.NewExportResponse()
@@ -210,7 +210,7 @@ func (s *Server) export(ctx context.Context, td ptrace.Traces, transport string)
 	ps := resp.PartialSuccess()
 	ps.SetRejectedSpans(int64(res.Rejected))
 	ps.SetErrorMessage(res.RejectReason)
-	if ok, suppressed := s.throttle.allow("rejected", time.Now()); ok {
+	if ok, suppressed := s.throttle.Allow("rejected", time.Now()); ok {
 		s.log.Warn("rejected invalid spans", "transport", transport, "rejected", res.Rejected,
 			"reason", res.RejectReason, "suppressed_lines", suppressed)
 	}

@@ -35,6 +35,10 @@ func (a *acceptingDurability) Commit(_ context.Context, spans []schema.Span) err
 
 func (a *acceptingDurability) Shutdown(context.Context) error { return nil }
 
+func (a *acceptingDurability) Admits(int) bool { return true }
+
+func (a *acceptingDurability) Stalled() error { return nil }
+
 // fuzzLimit keeps the fuzzer's requests small and makes 413 reachable.
 const fuzzLimit = 64 << 10
 

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/budgetd/budgetd/durable"
 	"github.com/budgetd/budgetd/schema"
 	"github.com/budgetd/budgetd/store"
 	"github.com/budgetd/budgetd/store/chsql"
@@ -161,18 +162,34 @@ func testConfig() Config {
 	cfg := DefaultConfig()
 	cfg.GRPC.Endpoint = "127.0.0.1:0"
 	cfg.HTTP.Endpoint = "127.0.0.1:0"
-	cfg.Batch.FlushInterval = 2 * time.Millisecond
 	cfg.SpanTimes = SpanTimeWindow{}
 	return cfg
 }
 
-// startServer starts a Server writing through a Batcher to w, shut down
+// testBatch is the write path of the ingest tests: the batch mode, so a
+// request's answer says whether the store has its spans, with a short
+// flush interval and the dead letter in a temporary directory.
+func testBatch(t testing.TB) durable.Config {
+	cfg := durable.DefaultConfig()
+	cfg.Mode = durable.ModeBatch
+	cfg.Batch.FlushInterval = 2 * time.Millisecond
+	cfg.DeadLetterDir = t.TempDir()
+	return cfg
+}
+
+// startServer starts a Server writing through testBatch to w, shut down
 // (and checked to shut down cleanly) when the test ends.
-func startServer(t testing.TB, w SpanWriter, cfg Config) *testServer {
+func startServer(t testing.TB, w durable.SpanStore, cfg Config) *testServer {
+	t.Helper()
+	return startServerBatch(t, w, cfg, testBatch(t))
+}
+
+// startServerBatch is startServer with the write path's configuration.
+func startServerBatch(t testing.TB, w durable.SpanStore, cfg Config, dcfg durable.Config) *testServer {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	log := testLogger(t)
-	b, err := NewBatcher(cfg.Batch, w, BatcherSettings{Logger: log, Registerer: reg})
+	b, err := durable.NewBatcher(dcfg, durable.Settings{Logger: log, Store: w, Registerer: reg})
 	require.NoError(t, err)
 	return startServerWith(t, cfg, Settings{Logger: log, Durability: b, Registerer: reg}, reg)
 }

@@ -2,8 +2,6 @@ package ingest
 
 import (
 	"fmt"
-	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -28,14 +26,6 @@ const (
 	refusedUnavailable = "unavailable"
 	refusedShutdown    = "shutdown"
 	refusedCanceled    = "canceled"
-)
-
-// The reasons a store write failed, the `reason` label of
-// store_write_errors_total.
-const (
-	writeErrUnavailable = "unavailable"
-	writeErrTimeout     = "timeout"
-	writeErrOther       = "other"
 )
 
 // serverMetrics are the Server's self-metrics.
@@ -142,50 +132,6 @@ func addIf(c prometheus.Counter, n int) {
 	}
 }
 
-// batcherMetrics are the Batcher's self-metrics.
-type batcherMetrics struct {
-	batchSpans    prometheus.Histogram
-	queueSpans    prometheus.Gauge
-	writeDuration prometheus.Histogram
-	writeErrors   *prometheus.CounterVec // reason: unavailable, timeout, other
-	writeRetries  prometheus.Counter
-}
-
-func newBatcherMetrics(reg prometheus.Registerer) (*batcherMetrics, error) {
-	m := &batcherMetrics{
-		batchSpans: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: metricNamespace, Subsystem: metricSubsystem, Name: "batch_spans",
-			Help:    "Spans per store write.",
-			Buckets: prometheus.ExponentialBuckets(1, 4, 9), // 1 … 65536
-		}),
-		queueSpans: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: metricNamespace, Subsystem: metricSubsystem, Name: "queue_spans",
-			Help: "Spans waiting for a store write (the batch being written excluded).",
-		}),
-		writeDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: metricNamespace, Subsystem: metricSubsystem, Name: "store_write_duration_seconds",
-			Help:    "Time of one store write attempt, failed or not.",
-			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
-		}),
-		writeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: metricNamespace, Subsystem: metricSubsystem, Name: "store_write_errors_total",
-			Help: "Failed store write attempts, by reason.",
-		}, []string{"reason"}),
-		writeRetries: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: metricNamespace, Subsystem: metricSubsystem, Name: "store_write_retries_total",
-			Help: "Store write attempts that retried a failed one.",
-		}),
-	}
-	for _, r := range []string{writeErrUnavailable, writeErrTimeout, writeErrOther} {
-		m.writeErrors.WithLabelValues(r)
-	}
-	err := register(reg, m.batchSpans, m.queueSpans, m.writeDuration, m.writeErrors, m.writeRetries)
-	if err != nil {
-		return nil, err
-	}
-	return m, nil
-}
-
 // register registers every collector, or none: on a failure the ones
 // already registered are unregistered again.
 func register(reg prometheus.Registerer, cs ...prometheus.Collector) error {
@@ -208,34 +154,4 @@ func registerer(reg prometheus.Registerer) prometheus.Registerer {
 		return prometheus.NewRegistry()
 	}
 	return reg
-}
-
-// logThrottle limits a kind of log line to one per interval. Lines are keyed
-// by a closed set of kinds (never by sender or span data), and the line that
-// gets through reports how many were held back.
-type logThrottle struct {
-	every time.Duration
-
-	mu         sync.Mutex
-	last       map[string]time.Time
-	suppressed map[string]int
-}
-
-func newLogThrottle(every time.Duration) *logThrottle {
-	return &logThrottle{every: every, last: make(map[string]time.Time), suppressed: make(map[string]int)}
-}
-
-// allow reports whether a line of kind may be logged at now, and how many
-// were suppressed since the last one that was.
-func (t *logThrottle) allow(kind string, now time.Time) (bool, int) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if last, ok := t.last[kind]; ok && now.Sub(last) < t.every {
-		t.suppressed[kind]++
-		return false, 0
-	}
-	t.last[kind] = now
-	n := t.suppressed[kind]
-	t.suppressed[kind] = 0
-	return true, n
 }

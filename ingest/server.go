@@ -16,6 +16,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/budgetd/budgetd/durable"
+	"github.com/budgetd/budgetd/logthrottle"
 	"github.com/budgetd/budgetd/security"
 )
 
@@ -24,12 +26,11 @@ type Settings struct {
 	// Logger receives lifecycle events and throttled warnings; nil
 	// discards them. Nothing is logged per span or per request.
 	Logger *slog.Logger
-	// Durability commits accepted spans before they are acknowledged.
+	// Durability commits accepted spans before they are acknowledged, and
+	// hands them to the analysis once stored.
 	// Required. The Server owns it from New on: Shutdown shuts it down
 	// after the last request has finished.
-	Durability Durability
-	// Sink receives committed spans for analysis; nil means NopSink.
-	Sink Sink
+	Durability durable.Durability
 	// Registerer receives the ingest metrics; nil keeps them private.
 	Registerer prometheus.Registerer
 }
@@ -42,10 +43,9 @@ type Server struct {
 	cfg      Config
 	log      *slog.Logger
 	conv     *Converter
-	dur      Durability
-	sink     Sink
+	dur      durable.Durability
 	m        *serverMetrics
-	throttle *logThrottle
+	throttle *logthrottle.Throttle
 	// tokens are ingest.auth's bearer tokens; nil accepts every request.
 	tokens *security.Tokens
 	// httpTLS is the OTLP/HTTP listener's TLS; nil serves plaintext.
@@ -95,9 +95,8 @@ func New(cfg Config, set Settings) (*Server, error) {
 		log:      set.Logger,
 		conv:     conv,
 		dur:      set.Durability,
-		sink:     set.Sink,
 		m:        m,
-		throttle: newLogThrottle(10 * time.Second),
+		throttle: logthrottle.New(10 * time.Second),
 		slots:    make(chan struct{}, cfg.MaxConcurrentRequests),
 		zstd:     newZstdCompressor(),
 	}
@@ -113,9 +112,6 @@ func New(cfg Config, set Settings) (*Server, error) {
 	}
 	if s.httpTLS, err = cfg.HTTP.TLS.ServerConfig("ingest.http.tls"); err != nil {
 		return nil, fmt.Errorf("create ingest server: %w", err)
-	}
-	if s.sink == nil {
-		s.sink = NopSink{}
 	}
 	if cfg.GRPC.Endpoint != "" {
 		var creds []grpc.ServerOption

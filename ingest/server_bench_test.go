@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/budgetd/budgetd/durable"
 	"github.com/budgetd/budgetd/ingest/ingesttest"
 )
 
@@ -27,17 +28,18 @@ func BenchmarkIngestHTTPEmbedded(b *testing.B) {
 		clients int
 		flush   time.Duration
 	}{
-		{"clients=1", 1, DefaultBatcherConfig().FlushInterval},
+		{"clients=1", 1, durable.DefaultConfig().Batch.FlushInterval},
 		{"clients=1/flush=0", 1, 0},
-		{"clients=8", 8, DefaultBatcherConfig().FlushInterval},
+		{"clients=8", 8, durable.DefaultConfig().Batch.FlushInterval},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			st := openEmbedded(b)
 			cfg := DefaultConfig()
 			cfg.GRPC.Endpoint = ""
 			cfg.HTTP.Endpoint = "127.0.0.1:0"
-			cfg.Batch.FlushInterval = bc.flush
-			ts := startServer(b, st, cfg)
+			dcfg := testBatch(b)
+			dcfg.Batch.FlushInterval = bc.flush
+			ts := startServerBatch(b, st, cfg, dcfg)
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: bc.clients}}
 			b.Cleanup(client.CloseIdleConnections)
 			url := "http://" + ts.httpAddr + tracesPath

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/budgetd/budgetd/durable"
 	"github.com/budgetd/budgetd/schema"
 )
 
@@ -288,10 +289,10 @@ func TestStoreUnavailable(t *testing.T) {
 	st, srv := openClickHouse(t)
 	cfg := testConfig()
 	cfg.RetryAfter = 3 * time.Second
-	cfg.Batch.StoreTimeout = time.Second
-	cfg.Batch.RetryTimeout = 500 * time.Millisecond
-	cfg.Batch.RetryBackoff = 50 * time.Millisecond
-	ts := startServer(t, st, cfg)
+	dcfg := testBatch(t)
+	dcfg.WriteTimeout = time.Second
+	dcfg.Batch.RetryTimeout = 500 * time.Millisecond
+	ts := startServerBatch(t, st, cfg, dcfg)
 	conn := dialGRPC(t, ts)
 	body := encode(t, tracesWithBad(1, 40, 0, 0), encodingProtobuf)
 
@@ -327,13 +328,13 @@ func TestStoreUnavailable(t *testing.T) {
 // a way a real engine cannot be made to be on cue. Writes honour their
 // context while held.
 type gatedWriter struct {
-	SpanWriter
+	durable.SpanStore
 	entered chan struct{} // receives when a write starts waiting
 	release chan struct{} // closed to let writes through
 }
 
-func newGatedWriter(w SpanWriter) *gatedWriter {
-	return &gatedWriter{SpanWriter: w, entered: make(chan struct{}, 100), release: make(chan struct{})}
+func newGatedWriter(w durable.SpanStore) *gatedWriter {
+	return &gatedWriter{SpanStore: w, entered: make(chan struct{}, 100), release: make(chan struct{})}
 }
 
 func (g *gatedWriter) WriteSpans(ctx context.Context, token string, spans []schema.Span) error {
@@ -343,7 +344,7 @@ func (g *gatedWriter) WriteSpans(ctx context.Context, token string, spans []sche
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	return g.SpanWriter.WriteSpans(ctx, token, spans)
+	return g.SpanStore.WriteSpans(ctx, token, spans)
 }
 
 // waitFor polls cond until it holds, failing the test after a deadline.
@@ -365,9 +366,9 @@ func TestOverload(t *testing.T) {
 	t.Run("queue full", func(t *testing.T) {
 		st := openEmbedded(t)
 		gate := newGatedWriter(st)
-		cfg := testConfig()
-		cfg.Batch.QueueSpans = 10
-		ts := startServer(t, gate, cfg)
+		dcfg := testBatch(t)
+		dcfg.Batch.QueueSpans = 10
+		ts := startServerBatch(t, gate, testConfig(), dcfg)
 		conn := dialGRPC(t, ts)
 
 		// The first request's write is held; the second fills the queue.
@@ -413,9 +414,9 @@ func TestOverload(t *testing.T) {
 // TestShutdown checks that Shutdown lets requests in progress commit and
 // answer, and that with an expired context it cuts them off and returns.
 func TestShutdown(t *testing.T) {
-	newServer := func(t *testing.T, w SpanWriter) *Server {
+	newServer := func(t *testing.T, w durable.SpanStore) *Server {
 		cfg := testConfig()
-		b, err := NewBatcher(cfg.Batch, w, BatcherSettings{Logger: testLogger(t)})
+		b, err := durable.NewBatcher(testBatch(t), durable.Settings{Logger: testLogger(t), Store: w})
 		require.NoError(t, err)
 		s, err := New(cfg, Settings{Logger: testLogger(t), Durability: b})
 		require.NoError(t, err)
@@ -514,7 +515,7 @@ func TestServerLifecycle(t *testing.T) {
 	})
 }
 
-// recordingSink records what the Server hands to analysis.
+// recordingSink records what the write path hands to analysis.
 type recordingSink struct {
 	spans chan []schema.Span
 }
@@ -526,10 +527,10 @@ func (r *recordingSink) Spans(spans []schema.Span) { r.spans <- spans }
 func TestSinkGetsCommittedSpans(t *testing.T) {
 	st := openEmbedded(t)
 	cfg := testConfig()
-	b, err := NewBatcher(cfg.Batch, st, BatcherSettings{})
-	require.NoError(t, err)
 	sink := &recordingSink{spans: make(chan []schema.Span, 10)}
-	ts := startServerWith(t, cfg, Settings{Durability: b, Sink: sink}, nil)
+	b, err := durable.NewBatcher(testBatch(t), durable.Settings{Store: st, Sink: sink})
+	require.NoError(t, err)
+	ts := startServerWith(t, cfg, Settings{Durability: b}, nil)
 
 	td := tracesWithBad(1, 20, 1, 0)
 	a := post(t, ts, http.MethodPost, tracesPath, contentTypeProtobuf, "", encode(t, td, encodingProtobuf))
@@ -567,13 +568,6 @@ func TestConfigValidate(t *testing.T) {
 		{"http idle timeout", func(c *Config) { c.HTTP.IdleTimeout = 0 }, "ingest.http.idle_timeout must be > 0"},
 		{"retry after", func(c *Config) { c.RetryAfter = 0 }, "ingest.retry_after must be > 0"},
 		{"concurrency", func(c *Config) { c.MaxConcurrentRequests = 0 }, "ingest.max_concurrent_requests must be > 0"},
-		{"batch max spans", func(c *Config) { c.Batch.MaxSpans = 0 }, "ingest.batch.max_spans must be > 0"},
-		{"batch flush interval zero", func(c *Config) { c.Batch.FlushInterval = 0 }, ""},
-		{"batch flush interval", func(c *Config) { c.Batch.FlushInterval = -1 }, "ingest.batch.flush_interval must be >= 0"},
-		{"batch queue", func(c *Config) { c.Batch.QueueSpans = 0 }, "ingest.batch.queue_spans must be > 0"},
-		{"batch store timeout", func(c *Config) { c.Batch.StoreTimeout = 0 }, "ingest.batch.store_timeout must be > 0"},
-		{"batch retry timeout", func(c *Config) { c.Batch.RetryTimeout = -1 }, "ingest.batch.retry_timeout must be >= 0"},
-		{"batch retry backoff", func(c *Config) { c.Batch.RetryBackoff = 0 }, "ingest.batch.retry_backoff must be > 0"},
 		{"limits", func(c *Config) { c.Limits.MaxSpanAttrs = 0 }, "ingest.limits.max_span_attrs must be > 0"},
 	}
 	for _, tt := range tests {

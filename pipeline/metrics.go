@@ -20,6 +20,7 @@ type metrics struct {
 	skews       prometheus.Counter
 	findings    *prometheus.CounterVec
 	writeErrors *prometheus.CounterVec
+	refused     *prometheus.CounterVec
 	readErrors  prometheus.Counter
 	inferred    *prometheus.CounterVec
 	holding     *prometheus.GaugeVec
@@ -56,6 +57,9 @@ func newMetrics(reg prometheus.Registerer, p *Pipeline) (*metrics, error) {
 		}, []string{"kind", "severity"}),
 		writeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "budgetd_analysis_write_errors_total", Help: "Analysis results that could not be stored after every attempt.",
+		}, []string{"what"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "budgetd_analysis_refused_rows_total", Help: "Analysis results (hops, findings) the store refused for their content, dropped (the rest of their write is stored).",
 		}, []string{"what"}),
 		readErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "budgetd_analysis_read_errors_total", Help: "Re-opened traces whose stored spans could not be read.",
@@ -98,7 +102,7 @@ func newMetrics(reg prometheus.Registerer, p *Pipeline) (*metrics, error) {
 	edgeStats := func(f func(analyze.Counters) float64) func() float64 {
 		return func() float64 { return f(p.analyzer.Counters()) }
 	}
-	collectors := []prometheus.Collector{m.byService, m.orphaned, m.amplified, m.traces, m.skews, m.findings, m.writeErrors, m.readErrors, m.inferred, m.holding,
+	collectors := []prometheus.Collector{m.byService, m.orphaned, m.amplified, m.traces, m.skews, m.findings, m.writeErrors, m.refused, m.readErrors, m.inferred, m.holding,
 		dropped, droppedSpans, droppedFull, reopened, pendingTraces, pendingSpans}
 	for _, t := range []struct {
 		table         string

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/budgetd/budgetd/analyze"
+	"github.com/budgetd/budgetd/durable"
 	"github.com/budgetd/budgetd/schema"
 	"github.com/budgetd/budgetd/store"
 )
@@ -75,6 +76,7 @@ type Pipeline struct {
 	cfg      Config
 	log      *slog.Logger
 	store    store.Store
+	writer   *durable.Writer
 	analyzer *analyze.Analyzer
 	now      func() time.Time
 	metrics  *metrics
@@ -117,6 +119,8 @@ func New(cfg Config, set Settings) (*Pipeline, error) {
 		return nil, err
 	}
 	p.metrics = m
+	p.writer = durable.NewWriter(durable.WriterConfig{AttemptTimeout: cfg.WriteTimeout, MinBackoff: 100 * time.Millisecond,
+		MaxBackoff: 2 * time.Second, MaxAttempts: cfg.WriteAttempts}, set.Store.CheckWritable, p.log, nil)
 	return p, nil
 }
 
@@ -236,15 +240,19 @@ func (p *Pipeline) process(ctx context.Context, flush bool) error {
 	}
 	// Re-opened traces are recorded before their new hops, so reads never
 	// see two analyses of a span without knowing to keep the latest.
-	if err := p.write(ctx, "reanalysed", func(ctx context.Context, token string) error {
-		return p.store.WriteReanalysed(ctx, token, reanalysed, uint64(now.UnixNano()))
+	if err := p.write(ctx, "reanalysed", len(reanalysed), func(ctx context.Context, token string, lo, hi int) error {
+		return p.store.WriteReanalysed(ctx, token, reanalysed[lo:hi], uint64(now.UnixNano()))
 	}); err != nil {
 		return err
 	}
-	if err := p.write(ctx, "hops", func(ctx context.Context, token string) error { return p.store.WriteHops(ctx, token, hops) }); err != nil {
+	if err := p.write(ctx, "hops", len(hops), func(ctx context.Context, token string, lo, hi int) error {
+		return p.store.WriteHops(ctx, token, hops[lo:hi])
+	}); err != nil {
 		return err
 	}
-	return p.write(ctx, "findings", func(ctx context.Context, token string) error { return p.store.WriteFindings(ctx, token, findings) })
+	return p.write(ctx, "findings", len(findings), func(ctx context.Context, token string, lo, hi int) error {
+		return p.store.WriteFindings(ctx, token, findings[lo:hi])
+	})
 }
 
 // mergeStored completes a re-opened trace with the spans stored before its
@@ -292,41 +300,33 @@ func (p *Pipeline) writeEdgeFindings(ctx context.Context) error {
 	if len(changed) == 0 {
 		return nil
 	}
-	if err := p.write(ctx, "findings", func(ctx context.Context, token string) error { return p.store.WriteFindings(ctx, token, changed) }); err != nil {
+	if err := p.write(ctx, "findings", len(changed), func(ctx context.Context, token string, lo, hi int) error {
+		return p.store.WriteFindings(ctx, token, changed[lo:hi])
+	}); err != nil {
 		return err
 	}
 	next.stored(changed, now)
 	return nil
 }
 
-// write runs one store write with a fresh dedup token, retrying failures up
-// to WriteAttempts times with the same token, so a write that landed but
-// whose answer was lost is not stored twice.
-func (p *Pipeline) write(ctx context.Context, what string, fn func(context.Context, string) error) error {
+// write stores n rows through the write path's Writer under a fresh dedup
+// token: retried up to WriteAttempts times under that token, so a write
+// that landed but whose answer was lost is not stored twice; rows the
+// store refuses for their content are dropped and counted, the rest
+// stored.
+func (p *Pipeline) write(ctx context.Context, what string, n int, rows func(ctx context.Context, token string, lo, hi int) error) error {
 	token, err := newToken()
 	if err != nil {
 		return err
 	}
-	backoff := 100 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		wctx, cancel := context.WithTimeout(ctx, p.cfg.WriteTimeout)
-		err = fn(wctx, token)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if attempt >= p.cfg.WriteAttempts || ctx.Err() != nil {
-			break
-		}
-		select {
-		case <-time.After(backoff):
-		case <-ctx.Done():
-		}
-		backoff *= 2
+	_, err = p.writer.Write(ctx, token, durable.Rows{What: what, N: n, Write: rows,
+		Refused: func(int, error) bool { p.metrics.refused.WithLabelValues(what).Inc(); return true }})
+	if err != nil {
+		p.metrics.writeErrors.WithLabelValues(what).Inc()
+		p.log.Warn("analysis results not stored", "what", what, "err", err)
+		return err
 	}
-	p.metrics.writeErrors.WithLabelValues(what).Inc()
-	p.log.Warn("analysis results not stored", "what", what, "err", err)
-	return fmt.Errorf("write %s: %w", what, err)
+	return nil
 }
 
 func newToken() (string, error) {

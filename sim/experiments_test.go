@@ -366,7 +366,7 @@ func startBudgetd(t *testing.T) *budgetd {
 	cfg := config.DefaultConfig()
 	cfg.Store.Embedded.DataDir = filepath.Join(os.TempDir(), "budgetd-sim-test")
 	cfg.Store.Embedded.Database = fmt.Sprintf("simtest_%d", time.Now().UnixNano())
-	cfg.Ingest.WAL.Dir = t.TempDir()
+	cfg.Ingest.Durability.WAL.Dir = t.TempDir()
 	cfg.Ingest.Server.GRPC.Endpoint = "127.0.0.1:0"
 	cfg.Ingest.Server.HTTP.Endpoint = "127.0.0.1:0"
 	cfg.API.Endpoint = "127.0.0.1:0"

@@ -60,6 +60,10 @@ type Store interface {
 	// Totals.FindingsByKind).
 	Totals(ctx context.Context, w Window) (Totals, error)
 
+	// CheckWritable makes a small insert that proves the engine takes
+	// writes at all, so a writer can tell rows the engine refuses from an
+	// engine that refuses everything.
+	CheckWritable(ctx context.Context) error
 	// Ping checks that the engine answers.
 	Ping(ctx context.Context) error
 	// SchemaVersion returns the highest applied migration and the highest

@@ -32,7 +32,7 @@ const MaxRecordBytes = 256 << 20
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// Config is the `ingest.wal` section.
+// Config is the `ingest.durability.wal` section (the log itself).
 type Config struct {
 	Dir          string `yaml:"dir"`           // default ./data/wal
 	SegmentBytes int64  `yaml:"segment_bytes"` // a segment is closed past this size; default 64 MiB
@@ -48,13 +48,13 @@ func DefaultConfig() Config {
 func (c Config) Validate() error {
 	var errs []error
 	if c.Dir == "" {
-		errs = append(errs, errors.New("ingest.wal.dir must not be empty"))
+		errs = append(errs, errors.New("ingest.durability.wal.dir must not be empty"))
 	}
 	if c.SegmentBytes < 1<<20 {
-		errs = append(errs, errors.New("ingest.wal.segment_bytes must be >= 1048576"))
+		errs = append(errs, errors.New("ingest.durability.wal.segment_bytes must be >= 1048576"))
 	}
 	if c.MaxBytes < c.SegmentBytes {
-		errs = append(errs, errors.New("ingest.wal.max_bytes must be >= ingest.wal.segment_bytes"))
+		errs = append(errs, errors.New("ingest.durability.wal.max_bytes must be >= ingest.durability.wal.segment_bytes"))
 	}
 	return errors.Join(errs...)
 }

@@ -230,9 +230,9 @@ func TestReaderWaitsForAppends(t *testing.T) {
 func TestConfigValidate(t *testing.T) {
 	require.NoError(t, DefaultConfig().Validate())
 	err := Config{Dir: "", SegmentBytes: 10, MaxBytes: 5}.Validate()
-	require.ErrorContains(t, err, "ingest.wal.dir must not be empty")
-	require.ErrorContains(t, err, "ingest.wal.segment_bytes must be >= 1048576")
-	require.ErrorContains(t, err, "ingest.wal.max_bytes must be >= ingest.wal.segment_bytes")
+	require.ErrorContains(t, err, "ingest.durability.wal.dir must not be empty")
+	require.ErrorContains(t, err, "ingest.durability.wal.segment_bytes must be >= 1048576")
+	require.ErrorContains(t, err, "ingest.durability.wal.max_bytes must be >= ingest.durability.wal.segment_bytes")
 }
 
 // BenchmarkAppendParallel measures group-committed appends of 64 KiB

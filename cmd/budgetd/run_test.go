@@ -182,5 +182,5 @@ func openClickHouse(t *testing.T, db string) (*clickhousetest.Server, *chsql.Sto
 // ports with its write-ahead log in a temporary directory.
 func localListeners(t *testing.T) []string {
 	return []string{"--api.endpoint", "127.0.0.1:0", "--ingest.grpc.endpoint", "127.0.0.1:0",
-		"--ingest.http.endpoint", "127.0.0.1:0", "--ingest.wal.dir", t.TempDir()}
+		"--ingest.http.endpoint", "127.0.0.1:0", "--ingest.durability.wal.dir", t.TempDir()}
 }

@@ -33,8 +33,9 @@ var configFlagDefs = []struct {
 	{"api.pprof", "serve Go's profiler at /debug/pprof/ on the API listener: true or false", func(c *config.Config, v string) { c.API.Pprof = v == "true" }},
 	{"ingest.grpc.endpoint", "OTLP/gRPC listen `address` (default localhost:4317; empty disables)", func(c *config.Config, v string) { c.Ingest.Server.GRPC.Endpoint = v }},
 	{"ingest.http.endpoint", "OTLP/HTTP listen `address` (default localhost:4318; empty disables)", func(c *config.Config, v string) { c.Ingest.Server.HTTP.Endpoint = v }},
-	{"ingest.durability", "where spans are durable before the ack: wal (default) or batch", func(c *config.Config, v string) { c.Ingest.Durability = v }},
-	{"ingest.wal.dir", "write-ahead log `dir` (default <store.embedded.data-dir>/wal)", func(c *config.Config, v string) { c.Ingest.WAL.Dir = v }},
+	{"ingest.durability.mode", "where spans are durable before the ack: wal (default) or batch", func(c *config.Config, v string) { c.Ingest.Durability.Mode = v }},
+	{"ingest.durability.wal.dir", "write-ahead log `dir` (default <store.embedded.data-dir>/wal)", func(c *config.Config, v string) { c.Ingest.Durability.WAL.Dir = v }},
+	{"ingest.durability.dead-letter-dir", "`dir` of the spans the store refuses (default <store.embedded.data-dir>/dead-letter)", func(c *config.Config, v string) { c.Ingest.Durability.DeadLetterDir = v }},
 	{"ingest.auth.tokens-file", "`file` of bearer tokens OTLP senders must present, one per line (docs/security.md)", func(c *config.Config, v string) { c.Ingest.Server.Auth.TokensFile = v }},
 	{"api.auth.tokens-file", "`file` of bearer tokens API clients must present, one per line (docs/security.md)", func(c *config.Config, v string) { c.API.Auth.TokensFile = v }},
 }

@@ -1,4 +1,4 @@
-package ingest
+package durable
 
 import (
 	"context"
@@ -8,16 +8,57 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/budgetd/budgetd/schema"
 	"github.com/budgetd/budgetd/store"
+	"github.com/budgetd/budgetd/store/storetest"
 )
 
-// spansOf converts n generated spans.
-func spansOf(t testing.TB, seed int64, n int) []schema.Span {
+// spansOf generates n spans; seeds give distinct ids.
+func spansOf(_ testing.TB, seed int64, n int) []schema.Span {
+	return storetest.SpanBatch(uint64(seed)+100, n)
+}
+
+// batchConfig is the batch mode's defaults with a dead letter in a
+// temporary directory.
+func batchConfig(t testing.TB) Config {
+	cfg := DefaultConfig()
+	cfg.Mode = ModeBatch
+	cfg.DeadLetterDir = t.TempDir()
+	return cfg
+}
+
+// gatedWriter holds every write until release is closed, and tells each
+// arrival on entered.
+type gatedWriter struct {
+	SpanStore
+	entered chan struct{}
+	release chan struct{}
+}
+
+func newGatedWriter(w SpanStore) *gatedWriter {
+	return &gatedWriter{SpanStore: w, entered: make(chan struct{}, 100), release: make(chan struct{})}
+}
+
+func (g *gatedWriter) WriteSpans(ctx context.Context, token string, spans []schema.Span) error {
+	g.entered <- struct{}{}
+	select {
+	case <-g.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return g.SpanStore.WriteSpans(ctx, token, spans)
+}
+
+func countRows(t testing.TB, st interface {
+	CountRows(context.Context, string) (uint64, error)
+}) uint64 {
 	t.Helper()
-	return newTestConverter(t, DefaultLimits()).Convert(tracesWithBad(seed, n, 0, 0)).Spans
+	n, err := st.CountRows(context.Background(), "spans")
+	require.NoError(t, err)
+	return n
 }
 
 // recordingWriter records the writes that reach the store, and can fail
@@ -25,7 +66,7 @@ func spansOf(t testing.TB, seed int64, n int) []schema.Span {
 // chosen moment (an acknowledgement lost after the write landed, a
 // statement the server rejects).
 type recordingWriter struct {
-	SpanWriter
+	SpanStore
 	// fail decides the outcome of write n (1-based): write reports
 	// whether to write for real first, err what to return.
 	fail func(n int) (write bool, err error)
@@ -44,14 +85,14 @@ func (r *recordingWriter) WriteSpans(ctx context.Context, token string, spans []
 	if r.fail != nil {
 		if write, err := r.fail(n); err != nil {
 			if write {
-				if werr := r.SpanWriter.WriteSpans(ctx, token, spans); werr != nil {
+				if werr := r.SpanStore.WriteSpans(ctx, token, spans); werr != nil {
 					return werr
 				}
 			}
 			return err
 		}
 	}
-	return r.SpanWriter.WriteSpans(ctx, token, spans)
+	return r.SpanStore.WriteSpans(ctx, token, spans)
 }
 
 func (r *recordingWriter) writes() ([]string, []int) {
@@ -61,10 +102,10 @@ func (r *recordingWriter) writes() ([]string, []int) {
 }
 
 // newTestBatcher starts a Batcher shut down when the test ends.
-func newTestBatcher(t testing.TB, cfg BatcherConfig, w SpanWriter) (*Batcher, *prometheus.Registry) {
+func newTestBatcher(t testing.TB, cfg Config, w SpanStore) (*Batcher, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	b, err := NewBatcher(cfg, w, BatcherSettings{Logger: testLogger(t), Registerer: reg})
+	b, err := NewBatcher(cfg, Settings{Store: w, Registerer: reg})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -83,11 +124,11 @@ func commitCtx(t testing.TB) context.Context {
 // TestBatcherGroupsRequests checks that requests arriving while a write is
 // in progress share the next write, whole, up to MaxSpans.
 func TestBatcherGroupsRequests(t *testing.T) {
-	st := openEmbedded(t)
-	rec := &recordingWriter{SpanWriter: st}
+	st := embeddedStore(t)
+	rec := &recordingWriter{SpanStore: st}
 	gate := newGatedWriter(rec)
-	cfg := DefaultBatcherConfig()
-	cfg.MaxSpans = 100
+	cfg := batchConfig(t)
+	cfg.Batch.MaxSpans = 100
 	b, _ := newTestBatcher(t, cfg, gate)
 
 	errs := make(chan error, 12)
@@ -115,13 +156,10 @@ func TestBatcherGroupsRequests(t *testing.T) {
 
 // TestBatcherRetry checks the retry rules on both engines: a transient
 // failure is retried under the same dedup token (so a write that landed
-// before its acknowledgement was lost is stored once), a permanent one is
-// not retried, and retrying stops after RetryTimeout.
+// before its acknowledgement was lost is stored once), spans the store
+// refuses go to the dead letter and the commit succeeds, and retrying
+// stops after RetryTimeout.
 func TestBatcherRetry(t *testing.T) {
-	cfg := DefaultBatcherConfig()
-	cfg.FlushInterval = 0
-	cfg.RetryBackoff = 10 * time.Millisecond
-	cfg.RetryTimeout = 300 * time.Millisecond
 	lostAck := func(n int) (bool, error) {
 		if n == 1 {
 			return true, errors.Join(store.ErrUnavailable, errors.New("connection reset after the write"))
@@ -134,6 +172,7 @@ func TestBatcherRetry(t *testing.T) {
 		wantErr    error // nil for success
 		wantWrites func(t *testing.T, n int)
 		wantStored uint64
+		wantDead   float64
 	}{
 		{name: "lost acknowledgement", fail: lostAck,
 			wantWrites: func(t *testing.T, n int) { require.Equal(t, 2, n) }, wantStored: 20},
@@ -143,36 +182,60 @@ func TestBatcherRetry(t *testing.T) {
 			}
 			return false, nil
 		}, wantWrites: func(t *testing.T, n int) { require.Equal(t, 2, n) }, wantStored: 20},
-		{name: "permanent failure", fail: func(int) (bool, error) { return false, errors.New("syntax error") },
-			wantErr: errors.New("syntax error"), wantWrites: func(t *testing.T, n int) { require.Equal(t, 1, n) }},
+		{name: "refused", fail: func(int) (bool, error) { return false, errors.New("Code: 27. DB::Exception: Cannot parse input") },
+			// 20 spans split to single spans: 1 + 2 + 4 + 8 + 16 + 8 writes
+			// (20 = 16 + 4 → the tree has 39 nodes).
+			wantWrites: func(t *testing.T, n int) { require.Equal(t, 39, n) }, wantDead: 20},
 		{name: "store stays down", fail: func(int) (bool, error) { return false, store.ErrUnavailable },
 			wantErr: store.ErrUnavailable, wantWrites: func(t *testing.T, n int) { require.Greater(t, n, 2) }},
 	}
 	for _, eng := range engines() {
-		t.Run(eng.name, func(t *testing.T) {
-			inst := eng.start(t)
+		t.Run(eng.Name, func(t *testing.T) {
 			for _, tt := range tests {
 				t.Run(tt.name, func(t *testing.T) {
-					st := inst.open(t)
-					rec := &recordingWriter{SpanWriter: st, fail: tt.fail}
-					b, _ := newTestBatcher(t, cfg, rec)
+					st := eng.Open(t)
+					cfg := batchConfig(t)
+					cfg.Batch.FlushInterval = 0
+					cfg.Batch.RetryTimeout = time.Second // attempts at 0, 0.1, 0.3 and 0.7 s
+					rec := &recordingWriter{SpanStore: st, fail: tt.fail}
+					b, reg := newTestBatcher(t, cfg, rec)
 					err := b.Commit(commitCtx(t), spansOf(t, 1, 20))
 					if tt.wantErr == nil {
 						require.NoError(t, err)
 					} else {
-						require.ErrorContains(t, err, tt.wantErr.Error())
-						require.Equal(t, outcomeUnavailable, outcomeOf(err), "a store failure asks the sender to retry")
+						require.ErrorIs(t, err, tt.wantErr, "a store failure asks the sender to retry")
 					}
 					tokens, _ := rec.writes()
 					tt.wantWrites(t, len(tokens))
-					for _, tok := range tokens {
-						require.Equal(t, tokens[0], tok, "retries reuse the batch's token")
+					if tt.wantDead == 0 {
+						for _, tok := range tokens {
+							require.Equal(t, tokens[0], tok, "retries reuse the batch's token")
+						}
 					}
 					require.Equal(t, tt.wantStored, countRows(t, st))
+					require.Equal(t, tt.wantDead, gathered(t, reg, "budgetd_store_dead_letter_spans_total"))
 				})
 			}
 		})
 	}
+}
+
+// gathered returns the value of an unlabelled metric in reg.
+func gathered(t testing.TB, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			m := mf.GetMetric()[0]
+			if m.GetGauge() != nil {
+				return m.GetGauge().GetValue()
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
 }
 
 // TestBatcherQueue checks the queue bound: what does not fit is refused
@@ -180,13 +243,12 @@ func TestBatcherRetry(t *testing.T) {
 // the queue is empty, and a request whose caller leaves while queued is
 // never written.
 func TestBatcherQueue(t *testing.T) {
-	st := openEmbedded(t)
-	rec := &recordingWriter{SpanWriter: st}
+	st := embeddedStore(t)
+	rec := &recordingWriter{SpanStore: st}
 	gate := newGatedWriter(rec)
-	cfg := DefaultBatcherConfig()
-	cfg.QueueSpans = 15
+	cfg := batchConfig(t)
+	cfg.Batch.QueueSpans = 15
 	b, reg := newTestBatcher(t, cfg, gate)
-	ts := &testServer{reg: reg}
 
 	first := make(chan error, 1)
 	go func() { first <- b.Commit(commitCtx(t), spansOf(t, 1, 40)) }() // larger than the queue
@@ -196,17 +258,17 @@ func TestBatcherQueue(t *testing.T) {
 	left := make(chan error, 1)
 	go func() { left <- b.Commit(leaving, spansOf(t, 2, 10)) }()
 	waitFor(t, "the request to queue", func() bool {
-		return metricValue(t, ts, "budgetd_ingest_queue_spans", nil) == 10
+		return gathered(t, reg, "budgetd_ingest_queue_spans") == 10
 	})
 	require.ErrorIs(t, b.Commit(commitCtx(t), spansOf(t, 3, 6)), ErrOverloaded)
 	kept := make(chan error, 1)
 	go func() { kept <- b.Commit(commitCtx(t), spansOf(t, 4, 5)) }() // fits: 15
 	waitFor(t, "the queue to fill", func() bool {
-		return metricValue(t, ts, "budgetd_ingest_queue_spans", nil) == 15
+		return gathered(t, reg, "budgetd_ingest_queue_spans") == 15
 	})
 	leave()
 	require.ErrorIs(t, <-left, context.Canceled)
-	require.Equal(t, 5.0, metricValue(t, ts, "budgetd_ingest_queue_spans", nil), "the leaver's spans leave the queue")
+	require.Equal(t, 5.0, gathered(t, reg, "budgetd_ingest_queue_spans"), "the leaver's spans leave the queue")
 
 	close(gate.release)
 	require.NoError(t, <-first)
@@ -220,9 +282,9 @@ func TestBatcherQueue(t *testing.T) {
 // new spans, and with an expired context stops the write in progress.
 func TestBatcherShutdown(t *testing.T) {
 	t.Run("drains the queue", func(t *testing.T) {
-		st := openEmbedded(t)
+		st := embeddedStore(t)
 		gate := newGatedWriter(st)
-		b, err := NewBatcher(DefaultBatcherConfig(), gate, BatcherSettings{})
+		b, err := NewBatcher(batchConfig(t), Settings{Store: gate})
 		require.NoError(t, err)
 		errs := make(chan error, 2)
 		go func() { errs <- b.Commit(commitCtx(t), spansOf(t, 1, 10)) }()
@@ -249,9 +311,9 @@ func TestBatcherShutdown(t *testing.T) {
 		require.NoError(t, b.Shutdown(commitCtx(t)), "a second Shutdown is a no-op")
 	})
 	t.Run("gives up when its context ends", func(t *testing.T) {
-		st := openEmbedded(t)
+		st := embeddedStore(t)
 		gate := newGatedWriter(st) // never released
-		b, err := NewBatcher(DefaultBatcherConfig(), gate, BatcherSettings{})
+		b, err := NewBatcher(batchConfig(t), Settings{Store: gate})
 		require.NoError(t, err)
 		errs := make(chan error, 2)
 		go func() { errs <- b.Commit(commitCtx(t), spansOf(t, 1, 10)) }()
@@ -274,8 +336,8 @@ func TestBatcherShutdown(t *testing.T) {
 // TestBatcherTokens checks that dedup tokens are valid store tokens and
 // differ between batchers, so two budgetd replicas never collide.
 func TestBatcherTokens(t *testing.T) {
-	a, _ := newTestBatcher(t, DefaultBatcherConfig(), &recordingWriter{})
-	b, _ := newTestBatcher(t, DefaultBatcherConfig(), &recordingWriter{})
+	a, _ := newTestBatcher(t, batchConfig(t), &recordingWriter{})
+	b, _ := newTestBatcher(t, batchConfig(t), &recordingWriter{})
 	require.NotEqual(t, a.tokenPrefix, b.tokenPrefix)
 	tok := a.tokenPrefix + "18446744073709551615"
 	require.LessOrEqual(t, len(tok), 128)
@@ -283,16 +345,17 @@ func TestBatcherTokens(t *testing.T) {
 }
 
 func TestNewBatcherErrors(t *testing.T) {
-	cfg := DefaultBatcherConfig()
-	cfg.MaxSpans = 0
-	_, err := NewBatcher(cfg, &recordingWriter{}, BatcherSettings{})
-	require.ErrorContains(t, err, "ingest.batch.max_spans must be > 0")
-	_, err = NewBatcher(DefaultBatcherConfig(), nil, BatcherSettings{})
-	require.ErrorContains(t, err, "no span writer")
+	cfg := batchConfig(t)
+	cfg.Batch.MaxSpans = 0
+	_, err := NewBatcher(cfg, Settings{Store: &recordingWriter{}})
+	require.ErrorContains(t, err, "ingest.durability.batch.max_spans must be > 0")
+	_, err = NewBatcher(batchConfig(t), Settings{})
+	require.ErrorContains(t, err, "a store is required")
 	reg := prometheus.NewRegistry()
-	first, err := NewBatcher(DefaultBatcherConfig(), &recordingWriter{}, BatcherSettings{Registerer: reg})
+	first, err := NewBatcher(batchConfig(t), Settings{Store: &recordingWriter{}, Registerer: reg})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, first.Shutdown(context.Background())) }()
-	_, err = NewBatcher(DefaultBatcherConfig(), &recordingWriter{}, BatcherSettings{Registerer: reg})
-	require.ErrorContains(t, err, "register ingest metrics", "one registry cannot take two batchers")
+	_, err = NewBatcher(batchConfig(t), Settings{Store: &recordingWriter{}, Registerer: reg})
+	require.ErrorContains(t, err, "register", "one registry cannot take two batchers")
+	require.Equal(t, 1, testutil.CollectAndCount(reg, "budgetd_ingest_queue_spans"))
 }

@@ -1,12 +1,10 @@
-package ingest
+package durable
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -15,79 +13,26 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/budgetd/budgetd/schema"
-	"github.com/budgetd/budgetd/store"
 )
 
-// Durability is where an accepted request's spans become durable. The OTLP
-// handlers acknowledge a request only after Commit returned nil for its
-// spans, which is what makes "nothing acknowledged is lost" hold: whatever
-// implements Commit decides what durable means (the Batcher: written to the
-// store; package durable: fsynced in a write-ahead log).
-type Durability interface {
-	// Commit makes spans durable or returns why not. It returns when that
-	// is decided or ctx ends, whichever is first. Errors matching
-	// ErrOverloaded or ErrClosed, wrapping store.ErrUnavailable or a
-	// context error tell the sender to retry later. Commit must not keep
-	// or modify spans after it returns.
-	Commit(ctx context.Context, spans []schema.Span) error
-	// Shutdown stops accepting spans and finishes what was accepted,
-	// giving up when ctx ends. The Server calls it once no handler can
-	// call Commit any more.
-	Shutdown(ctx context.Context) error
-}
-
-// Admitter is implemented by a Durability that can tell, before a request
-// is decoded, that it could not take the request's spans. The handlers then
-// refuse the request as overloaded without spending CPU on decoding it: under
-// overload, senders retry, and decoding requests that are refused anyway
-// takes the CPU the store needs to catch up.
-type Admitter interface {
-	// Admits reports whether spans decoded from a protobuf request of
-	// protoBytes bytes may fit. False should mean Commit would refuse them;
-	// a wrong false costs the sender a retry, never data.
-	Admits(protoBytes int) bool
-}
-
-// ErrOverloaded is returned by Commit when the spans do not fit in the
-// queue. It is momentary: the handlers answer 503 / UNAVAILABLE with a
-// retry delay.
-var ErrOverloaded = errors.New("ingest queue full")
-
-// ErrClosed is returned by Commit after Shutdown began.
-var ErrClosed = errors.New("ingest shutting down")
-
-// SpanWriter is the part of store.Store the Batcher needs.
-type SpanWriter interface {
-	WriteSpans(ctx context.Context, token string, spans []schema.Span) error
-}
-
-var _ SpanWriter = store.Store(nil)
-
-// BatcherSettings are what the Batcher is given rather than configured with.
-type BatcherSettings struct {
-	// Logger receives lifecycle events and throttled store errors; nil
-	// discards them.
-	Logger *slog.Logger
-	// Registerer receives the batcher's metrics; nil keeps them private.
-	Registerer prometheus.Registerer
-}
-
-// Batcher is the Durability that writes spans straight to the store: a
-// bounded queue feeding one writer goroutine that groups the spans of
-// concurrent requests into one store write, so a busy server makes few
-// large inserts instead of many small ones. Each Commit returns once the
-// write holding its spans succeeded or failed for good.
+// Batcher is the Durability of mode batch, which writes spans straight to
+// the store: a bounded queue feeding one writer goroutine that groups the
+// spans of concurrent requests into one store write, so a busy server makes
+// few large inserts instead of many small ones. Each Commit returns once
+// the write holding its spans succeeded (its spans then go to the Sink) or
+// failed for good.
 //
 // Every batch is written under a fresh dedup token that its retries reuse,
 // so a retry after a write that landed but timed out stores nothing twice.
-// Requests are never split across writes: a request's spans land together
-// or not at all.
+// Requests are not split across writes: a request's spans land together,
+// or, when the store refuses some of them for their content, the rest land
+// and the refused ones go to the dead letter.
 type Batcher struct {
-	cfg         BatcherConfig
-	w           SpanWriter
+	cfg         BatchConfig
+	writer      *spanWriter
+	sink        Sink
 	log         *slog.Logger
 	m           *batcherMetrics
-	throttle    *logThrottle
 	tokenPrefix string
 
 	wake chan struct{} // cap 1: a request was queued
@@ -96,12 +41,12 @@ type Batcher struct {
 
 	mu        sync.Mutex
 	queue     []*request
-	queued    int       // spans in queue, abandoned requests excluded
-	closed    bool      // Shutdown began
-	aborted   bool      // Shutdown's ctx ended: fail what is left
-	current   *batch    // being written
-	lastWrite time.Time // when the latest write was taken off the queue
-	seq       uint64    // batches written, for tokens
+	queued    int         // spans in queue, abandoned requests excluded
+	closed    bool        // Shutdown began
+	aborted   bool        // Shutdown's ctx ended: fail what is left
+	current   *storeWrite // being written
+	lastWrite time.Time   // when the latest write was taken off the queue
+	seq       uint64      // batches written, for tokens
 }
 
 var _ Durability = (*Batcher)(nil)
@@ -112,33 +57,34 @@ type request struct {
 	result chan error // capacity 1, so the writer never waits for a waiter
 
 	// Guarded by Batcher.mu.
-	abandoned bool   // the caller's ctx ended; it no longer waits
-	finished  bool   // result was sent
-	batch     *batch // the write it is part of, once taken
+	abandoned bool        // the caller's ctx ended; it no longer waits
+	finished  bool        // result was sent
+	batch     *storeWrite // the write it is part of, once taken
 }
 
-// batch is one store write and the requests waiting for it.
-type batch struct {
+// storeWrite is one store write and the requests waiting for it.
+type storeWrite struct {
 	requests []*request
 	waiting  int                // requests not abandoned; guarded by Batcher.mu
 	cancel   context.CancelFunc // stops the write when nobody waits any more
 }
 
 // NewBatcher validates cfg and starts the writer goroutine. Shutdown stops it.
-func NewBatcher(cfg BatcherConfig, w SpanWriter, set BatcherSettings) (*Batcher, error) {
-	if err := cfg.Validate(); err != nil {
+func NewBatcher(cfg Config, set Settings) (*Batcher, error) {
+	if err := cfg.validate(ModeBatch); err != nil {
 		return nil, fmt.Errorf("create batcher: %w", err)
 	}
-	if w == nil {
-		return nil, errors.New("create batcher: no span writer")
-	}
-	m, err := newBatcherMetrics(registerer(set.Registerer))
+	set, err := set.withDefaults()
 	if err != nil {
 		return nil, fmt.Errorf("create batcher: %w", err)
 	}
-	log := set.Logger
-	if log == nil {
-		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	m, err := newBatcherMetrics(set.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("create batcher: %w", err)
+	}
+	w, err := newSpanWriter(cfg, set, cfg.Batch.RetryTimeout, func(class string) { m.writeErrors.WithLabelValues(class).Inc() })
+	if err != nil {
+		return nil, fmt.Errorf("create batcher: %w", err)
 	}
 	// Tokens must be unique across restarts and replicas writing to the
 	// same database: a random prefix per Batcher and a sequence number.
@@ -147,12 +93,12 @@ func NewBatcher(cfg BatcherConfig, w SpanWriter, set BatcherSettings) (*Batcher,
 		return nil, fmt.Errorf("create batcher: %w", err)
 	}
 	b := &Batcher{
-		cfg:         cfg,
-		w:           w,
-		log:         log,
+		cfg:         cfg.Batch,
+		writer:      w,
+		sink:        set.Sink,
+		log:         set.Logger,
 		m:           m,
-		throttle:    newLogThrottle(10 * time.Second),
-		tokenPrefix: "ingest-" + hex.EncodeToString(p[:]) + "-",
+		tokenPrefix: "b" + hex.EncodeToString(p[:]) + "-",
 		wake:        make(chan struct{}, 1),
 		stop:        make(chan struct{}),
 		done:        make(chan struct{}),
@@ -160,6 +106,14 @@ func NewBatcher(cfg BatcherConfig, w SpanWriter, set BatcherSettings) (*Batcher,
 	go b.run()
 	return b, nil
 }
+
+// Admits implements Durability: a request is refused when the queue is
+// full, after it was decoded (the queue counts spans, not bytes).
+func (b *Batcher) Admits(int) bool { return true }
+
+// Stalled implements Durability: the Batcher holds nothing it could not
+// refuse, so a store that takes nothing shows as refused requests.
+func (b *Batcher) Stalled() error { return nil }
 
 // Commit implements Durability: it queues spans for the next write and
 // waits for that write. When ctx ends first, spans still queued are taken
@@ -289,7 +243,7 @@ func (b *Batcher) run() {
 // queue holds MaxSpans or Shutdown began, otherwise once FlushInterval has
 // passed since the previous write started. When none is due it returns how
 // long to wait: 0 for "until woken", negative for "exit".
-func (b *Batcher) next(now time.Time) (context.Context, *batch, time.Duration) {
+func (b *Batcher) next(now time.Time) (context.Context, *storeWrite, time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	// Forget requests whose callers left while queued.
@@ -325,7 +279,7 @@ func (b *Batcher) next(now time.Time) (context.Context, *batch, time.Duration) {
 	}
 	b.lastWrite = now
 
-	bt := &batch{}
+	bt := &storeWrite{}
 	n, i := 0, 0
 	for ; i < len(b.queue); i++ {
 		r := b.queue[i]
@@ -351,9 +305,10 @@ func (b *Batcher) next(now time.Time) (context.Context, *batch, time.Duration) {
 	return ctx, bt, 0
 }
 
-// write stores one batch, retrying transient failures with the same dedup
-// token, and wakes its requests with the outcome.
-func (b *Batcher) write(ctx context.Context, bt *batch) {
+// write stores one batch through the writer (retries under one dedup
+// token, refused spans to the dead letter), hands the stored spans to the
+// sink, and wakes its requests with the outcome.
+func (b *Batcher) write(ctx context.Context, bt *storeWrite) {
 	spans := bt.requests[0].spans
 	if len(bt.requests) > 1 {
 		n := 0
@@ -367,43 +322,11 @@ func (b *Batcher) write(ctx context.Context, bt *batch) {
 	}
 	b.m.batchSpans.Observe(float64(len(spans)))
 	b.seq++
-	token := b.tokenPrefix + strconv.FormatUint(b.seq, 10)
-
-	var (
-		err       error
-		firstFail time.Time
-		backoff   = b.cfg.RetryBackoff
-	)
-	for attempt := 1; ; attempt++ {
-		if attempt > 1 {
-			b.m.writeRetries.Inc()
-		}
-		actx, cancel := context.WithTimeout(ctx, b.cfg.StoreTimeout)
-		start := time.Now()
-		err = b.w.WriteSpans(actx, token, spans)
-		cancel()
-		b.m.writeDuration.Observe(time.Since(start).Seconds())
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			// Nobody waits any more, or Shutdown gave up: not a store
-			// failure, and not worth retrying.
-			err = fmt.Errorf("write spans: %w (%w)", ctx.Err(), err)
-			break
-		}
-		reason, transient := classifyWriteError(err)
-		b.m.writeErrors.WithLabelValues(reason).Inc()
-		if firstFail.IsZero() {
-			firstFail = start
-		}
-		retry := transient && time.Since(firstFail)+backoff <= b.cfg.RetryTimeout
-		b.logWriteError(err, reason, len(spans), attempt, retry)
-		err = fmt.Errorf("write spans: %w", err)
-		if !retry || !sleepCtx(ctx, backoff) {
-			break
-		}
-		backoff = min(2*backoff, maxRetryBackoff)
+	start := time.Now()
+	_, err := b.writer.writeSpans(ctx, b.tokenPrefix+strconv.FormatUint(b.seq, 10), spans)
+	b.m.writeDuration.Observe(time.Since(start).Seconds())
+	if err == nil {
+		b.sink.Spans(spans)
 	}
 	if err != nil && b.isAborted() {
 		err = fmt.Errorf("%w: %w", ErrClosed, err)
@@ -412,7 +335,7 @@ func (b *Batcher) write(ctx context.Context, bt *batch) {
 }
 
 // finish sends the write's result to every request of the batch.
-func (b *Batcher) finish(bt *batch, err error) {
+func (b *Batcher) finish(bt *storeWrite, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, r := range bt.requests {
@@ -429,39 +352,45 @@ func (b *Batcher) isAborted() bool {
 	return b.aborted
 }
 
-// logWriteError logs a failed write at most every few seconds per reason:
-// while the store is down every batch fails, and the metric counts them.
-func (b *Batcher) logWriteError(err error, reason string, spans, attempt int, retry bool) {
-	ok, suppressed := b.throttle.allow("write:"+reason, time.Now())
-	if !ok {
-		return
-	}
-	b.log.Warn("store write failed", "reason", reason, "spans", spans, "attempt", attempt,
-		"will_retry", retry, "suppressed", suppressed, "err", err)
+// batcherMetrics are the Batcher's self-metrics.
+type batcherMetrics struct {
+	batchSpans    prometheus.Histogram
+	queueSpans    prometheus.Gauge
+	writeDuration prometheus.Histogram
+	writeErrors   *prometheus.CounterVec // class: unavailable, timeout, store, refused
 }
 
-// classifyWriteError names a store failure for the metric and tells whether
-// retrying may help: the server being unreachable or the attempt timing out
-// is momentary; anything else (a rejected statement) is not.
-func classifyWriteError(err error) (reason string, transient bool) {
-	switch {
-	case errors.Is(err, store.ErrUnavailable):
-		return writeErrUnavailable, true
-	case errors.Is(err, context.DeadlineExceeded):
-		return writeErrTimeout, true
-	default:
-		return writeErrOther, false
+func newBatcherMetrics(reg prometheus.Registerer) (*batcherMetrics, error) {
+	m := &batcherMetrics{
+		batchSpans: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "budgetd_ingest_batch_spans",
+			Help:    "Spans per store write (ingest.durability.mode batch).",
+			Buckets: prometheus.ExponentialBuckets(1, 4, 9), // 1 … 65536
+		}),
+		queueSpans: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "budgetd_ingest_queue_spans",
+			Help: "Spans waiting for a store write (the batch being written excluded; mode batch).",
+		}),
+		writeDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "budgetd_ingest_store_write_duration_seconds",
+			Help:    "Time of one batch's store write, retries included (mode batch).",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}),
+		writeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "budgetd_ingest_store_write_errors_total",
+			Help: "Failed store write attempts by class: unavailable, timeout, store (its own state) and refused (the spans; split and dead-lettered) (mode batch).",
+		}, []string{"reason"}),
 	}
-}
-
-// sleepCtx waits d, or less when ctx ends; it reports whether d passed.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
+	for _, c := range []string{classUnavailable, classTimeout, classStore, classRefused} {
+		m.writeErrors.WithLabelValues(c)
 	}
+	for i, c := range []prometheus.Collector{m.batchSpans, m.queueSpans, m.writeDuration, m.writeErrors} {
+		if err := reg.Register(c); err != nil {
+			for _, done := range []prometheus.Collector{m.batchSpans, m.queueSpans, m.writeDuration, m.writeErrors}[:i] {
+				reg.Unregister(done)
+			}
+			return nil, fmt.Errorf("register batcher metrics: %w", err)
+		}
+	}
+	return m, nil
 }
