@@ -31,6 +31,13 @@ type Limits struct {
 	// and arrays and maps after the last whole element that fits, so the
 	// value stays valid JSON.
 	MaxAttrValueBytes int `yaml:"max_attr_value_bytes"`
+	// MaxAttrKeyBytes caps an attribute key. A resource's keys are copied
+	// into every row of its spans, so an unbounded key multiplies into the
+	// store's insert blocks.
+	MaxAttrKeyBytes int `yaml:"max_attr_key_bytes"`
+	// MaxNameBytes caps span and event names, scope names and versions,
+	// and trace states. Status messages are capped like attribute values.
+	MaxNameBytes int `yaml:"max_name_bytes"`
 	// MaxSpanAttrs caps the attributes kept per span, in wire order.
 	MaxSpanAttrs int `yaml:"max_span_attrs"`
 	// MaxResourceAttrs caps the attributes kept per resource.
@@ -56,6 +63,8 @@ const minAttrValueBytes = 16
 func DefaultLimits() Limits {
 	return Limits{
 		MaxAttrValueBytes: 2048,
+		MaxAttrKeyBytes:   256,
+		MaxNameBytes:      1024,
 		MaxSpanAttrs:      1024,
 		MaxResourceAttrs:  1024,
 		MaxEventAttrs:     256,
@@ -74,6 +83,8 @@ func (l Limits) Validate() error {
 		key string
 		v   int
 	}{
+		{"max_attr_key_bytes", l.MaxAttrKeyBytes},
+		{"max_name_bytes", l.MaxNameBytes},
 		{"max_span_attrs", l.MaxSpanAttrs},
 		{"max_resource_attrs", l.MaxResourceAttrs},
 		{"max_event_attrs", l.MaxEventAttrs},
@@ -103,8 +114,14 @@ type Stats struct {
 	// outside the accepted SpanTimeWindow around budgetd's clock.
 	RejectedOutsideWindow int
 
-	// TruncatedValues counts attribute values cut to MaxAttrValueBytes.
+	// TruncatedValues counts attribute values and status messages cut to
+	// MaxAttrValueBytes.
 	TruncatedValues int
+	// TruncatedKeys counts attribute keys cut to MaxAttrKeyBytes.
+	TruncatedKeys int
+	// TruncatedNames counts names, scope fields and trace states cut to
+	// MaxNameBytes.
+	TruncatedNames int
 	// RepairedStrings counts strings whose invalid UTF-8 was replaced with
 	// U+FFFD.
 	RepairedStrings int
@@ -125,6 +142,8 @@ func (s *Stats) Add(o Stats) {
 	s.RejectedEndBeforeStart += o.RejectedEndBeforeStart
 	s.RejectedOutsideWindow += o.RejectedOutsideWindow
 	s.TruncatedValues += o.TruncatedValues
+	s.TruncatedKeys += o.TruncatedKeys
+	s.TruncatedNames += o.TruncatedNames
 	s.RepairedStrings += o.RepairedStrings
 	s.DroppedAttrs += o.DroppedAttrs
 	s.DroppedEvents += o.DroppedEvents
@@ -291,7 +310,7 @@ func (c *Converter) Convert(td ptrace.Traces) ConvertResult {
 		for j := 0; j < sss.Len(); j++ {
 			ss := sss.At(j)
 			scope := ss.Scope()
-			scopeName, scopeVersion := st.str(scope.Name()), st.str(scope.Version())
+			scopeName, scopeVersion := st.name(scope.Name()), st.name(scope.Version())
 			spans := ss.Spans()
 			for k := 0; k < spans.Len(); k++ {
 				sp := spans.At(k)
@@ -396,14 +415,14 @@ func (st *converter) span(s *schema.Span, sp ptrace.Span) {
 	s.TraceID = schema.TraceID(sp.TraceID())
 	s.SpanID = schema.SpanID(sp.SpanID())
 	s.ParentSpanID = schema.SpanID(sp.ParentSpanID())
-	s.TraceState = st.str(sp.TraceState().AsRaw())
-	s.Name = st.str(sp.Name())
+	s.TraceState = st.name(sp.TraceState().AsRaw())
+	s.Name = st.name(sp.Name())
 	s.Kind = spanKind(sp.Kind())
 	s.StartNs = uint64(sp.StartTimestamp())
 	s.EndNs = uint64(sp.EndTimestamp())
 	status := sp.Status()
 	s.StatusCode = statusCode(status.Code())
-	s.StatusMessage = st.str(status.Message())
+	s.StatusMessage = st.strValue(status.Message())
 	s.Attrs = st.attrs(sp.Attributes(), st.lim.MaxSpanAttrs)
 
 	if events := sp.Events(); events.Len() > 0 {
@@ -414,7 +433,7 @@ func (st *converter) span(s *schema.Span, sp ptrace.Span) {
 			e := events.At(i)
 			s.Events[i] = schema.Event{
 				TimeNs: uint64(e.Timestamp()),
-				Name:   st.str(e.Name()),
+				Name:   st.name(e.Name()),
 				Attrs:  st.attrs(e.Attributes(), st.lim.MaxEventAttrs),
 			}
 		}
@@ -428,7 +447,7 @@ func (st *converter) span(s *schema.Span, sp ptrace.Span) {
 			s.Links[i] = schema.Link{
 				TraceID:    schema.TraceID(l.TraceID()),
 				SpanID:     schema.SpanID(l.SpanID()),
-				TraceState: st.str(l.TraceState().AsRaw()),
+				TraceState: st.name(l.TraceState().AsRaw()),
 				Attrs:      st.attrs(l.Attributes(), st.lim.MaxLinkAttrs),
 			}
 		}
@@ -489,7 +508,7 @@ func (st *converter) attrs(m pcommon.Map, limit int) schema.Attributes {
 		if i == keep {
 			break
 		}
-		out[i].Key = st.str(k)
+		out[i].Key = st.cut(k, st.lim.MaxAttrKeyBytes, &st.stats.TruncatedKeys)
 		st.value(&out[i], v)
 		i++
 	}
@@ -509,14 +528,25 @@ func (st *converter) str(s string) string {
 // strValue returns a string attribute value repaired and cut to
 // MaxAttrValueBytes at a rune boundary.
 func (st *converter) strValue(s string) string {
+	return st.cut(s, st.lim.MaxAttrValueBytes, &st.stats.TruncatedValues)
+}
+
+// name returns a name repaired and cut to MaxNameBytes.
+func (st *converter) name(s string) string {
+	return st.cut(s, st.lim.MaxNameBytes, &st.stats.TruncatedNames)
+}
+
+// cut returns s repaired and cut to limit bytes at a rune boundary,
+// counting a cut in *cuts.
+func (st *converter) cut(s string, limit int, cuts *int) string {
 	s = st.str(s)
-	if len(s) <= st.lim.MaxAttrValueBytes {
+	if len(s) <= limit {
 		return s
 	}
-	st.stats.TruncatedValues++
+	*cuts++
 	// Copy the prefix so the cut value does not keep the whole original
 	// string alive for as long as the span lives.
-	return strings.Clone(s[:runeBoundary(s, st.lim.MaxAttrValueBytes)])
+	return strings.Clone(s[:runeBoundary(s, limit)])
 }
 
 // runeBoundary returns the largest n <= max such that s[:n] does not split

@@ -317,6 +317,47 @@ func TestConvertEmptyBytesInArray(t *testing.T) {
 	require.Equal(t, schema.Attributes{{Key: "v", Type: schema.AttrSlice, Value: `[""]`}}, got.Spans[0].Attrs)
 }
 
+// TestConvertCutsKeysAndNames sends the request an audit found running
+// budgetd out of memory: one resource attribute with a 100 KB key over
+// 5,000 spans (the key was copied into every row of the insert block).
+// Keys, names, scope fields and trace states are cut and counted.
+func TestConvertCutsKeysAndNames(t *testing.T) {
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("service.name", "svc")
+	rs.Resource().Attributes().PutStr(strings.Repeat("k", 100_000), "v")
+	ss := rs.ScopeSpans().AppendEmpty()
+	ss.Scope().SetName(strings.Repeat("s", 5000))
+	ss.Scope().SetVersion("1.0")
+	long := strings.Repeat("n", 3000)
+	for i := range 5000 {
+		sp := ss.Spans().AppendEmpty()
+		sp.SetTraceID(testTraceID)
+		sp.SetSpanID(pcommon.SpanID{1, byte(i >> 8), byte(i)})
+		sp.SetStartTimestamp(1000)
+		sp.SetEndTimestamp(2000)
+		if i == 0 {
+			sp.SetName(long + "é")
+			sp.TraceState().FromRaw(long)
+			sp.Status().SetMessage(long)
+			sp.Attributes().PutStr(strings.Repeat("a", 300), "x")
+			sp.Events().AppendEmpty().SetName(long)
+		}
+	}
+	got := newTestConverter(t, DefaultLimits()).Convert(td)
+	require.Len(t, got.Spans, 5000)
+	first := got.Spans[0]
+	require.Len(t, first.ResourceAttrs[1].Key, 256)
+	require.Len(t, first.ScopeName, 1024)
+	require.Equal(t, long[:1024], first.Name)
+	require.Equal(t, long[:1024], first.TraceState)
+	require.Equal(t, long[:2048], first.StatusMessage, "a status message is capped like a value")
+	require.Len(t, first.Attrs[0].Key, 256)
+	require.Len(t, first.Events[0].Name, 1024)
+	require.Equal(t, Stats{TruncatedKeys: 2, TruncatedNames: 4, TruncatedValues: 1}, got.Stats,
+		"the resource's key is cut once, not once per span")
+}
+
 func TestConvertTruncation(t *testing.T) {
 	const limit = 2048
 	ascii := strings.Repeat("a", limit)
@@ -606,6 +647,8 @@ func TestLimitsValidate(t *testing.T) {
 		{"zero link attrs", func(l *Limits) { l.MaxLinkAttrs = 0 }, "ingest.limits.max_link_attrs must be > 0"},
 		{"zero events", func(l *Limits) { l.MaxSpanEvents = 0 }, "ingest.limits.max_span_events must be > 0"},
 		{"zero links", func(l *Limits) { l.MaxSpanLinks = 0 }, "ingest.limits.max_span_links must be > 0"},
+		{"zero key bytes", func(l *Limits) { l.MaxAttrKeyBytes = 0 }, "ingest.limits.max_attr_key_bytes must be > 0"},
+		{"zero name bytes", func(l *Limits) { l.MaxNameBytes = 0 }, "ingest.limits.max_name_bytes must be > 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -38,6 +38,7 @@ type serverMetrics struct {
 	requestBytes    *prometheus.CounterVec   // transport, form: wire, decoded
 	requestDuration *prometheus.HistogramVec // transport, outcome (see outcome.String)
 	valuesTruncated prometheus.Counter
+	truncated       *prometheus.CounterVec // what: attribute_key, name
 	stringsRepaired prometheus.Counter
 	dropped         *prometheus.CounterVec // item: attributes, events, links
 }
@@ -75,8 +76,12 @@ func newServerMetrics(reg prometheus.Registerer) (*serverMetrics, error) {
 		}, []string{"transport", "outcome"}),
 		valuesTruncated: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: metricNamespace, Subsystem: metricSubsystem, Name: "attribute_values_truncated_total",
-			Help: "Attribute values cut to limits.max_attr_value_bytes.",
+			Help: "Attribute values and status messages cut to limits.max_attr_value_bytes.",
 		}),
+		truncated: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metricNamespace, Subsystem: metricSubsystem, Name: "strings_truncated_total",
+			Help: "Attribute keys cut to limits.max_attr_key_bytes (what=attribute_key) and names, scope fields and trace states cut to limits.max_name_bytes (what=name).",
+		}, []string{"what"}),
 		stringsRepaired: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: metricNamespace, Subsystem: metricSubsystem, Name: "strings_repaired_total",
 			Help: "Strings whose invalid UTF-8 was replaced.",
@@ -104,8 +109,11 @@ func newServerMetrics(reg prometheus.Registerer) (*serverMetrics, error) {
 	for _, it := range []string{"attributes", "events", "links"} {
 		m.dropped.WithLabelValues(it)
 	}
+	for _, w := range []string{"attribute_key", "name"} {
+		m.truncated.WithLabelValues(w)
+	}
 	err := register(reg, m.spansReceived, m.spansAccepted, m.spansRejected, m.spansRefused, m.requestsShed,
-		m.requestBytes, m.requestDuration, m.valuesTruncated, m.stringsRepaired, m.dropped)
+		m.requestBytes, m.requestDuration, m.valuesTruncated, m.truncated, m.stringsRepaired, m.dropped)
 	if err != nil {
 		return nil, err
 	}
@@ -120,6 +128,8 @@ func (m *serverMetrics) converted(transport string, received int, st Stats) {
 	addIf(m.spansRejected.WithLabelValues("end_before_start"), st.RejectedEndBeforeStart)
 	addIf(m.spansRejected.WithLabelValues("outside_time_window"), st.RejectedOutsideWindow)
 	addIf(m.valuesTruncated, st.TruncatedValues)
+	addIf(m.truncated.WithLabelValues("attribute_key"), st.TruncatedKeys)
+	addIf(m.truncated.WithLabelValues("name"), st.TruncatedNames)
 	addIf(m.stringsRepaired, st.RepairedStrings)
 	addIf(m.dropped.WithLabelValues("attributes"), st.DroppedAttrs)
 	addIf(m.dropped.WithLabelValues("events"), st.DroppedEvents)

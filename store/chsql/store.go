@@ -205,13 +205,22 @@ func (s *Store) insert(ctx context.Context, table string, columns []string, toke
 // setting.
 const maxPartitionsPerInsert = 50
 
-// insertByDay is insert for the tables partitioned by the UTC day of a
-// Unix-nanosecond time (dayNs(i) is row i's): a batch whose rows fall on
-// more than maxPartitionsPerInsert days is written as several inserts of
-// consecutive days, each under the batch's token with its part number, so
-// a retry of the batch renders the same parts under the same tokens.
-func (s *Store) insertByDay(ctx context.Context, table string, columns []string, token string, n int, dayNs func(int) uint64, row func(int, []any) []any) error {
-	parts := splitByDay(n, dayNs, maxPartitionsPerInsert)
+// maxInsertBytes bounds the estimated size of one INSERT block. A span's
+// row carries its resource's attributes, which the batch shares between
+// spans in memory but the block repeats per row: 20,000 spans of a
+// resource with 1,024 attributes of 2 KiB would be a 40 GB block. The
+// engines hold a block (and its parse) in memory at once.
+const maxInsertBytes = 64 << 20
+
+// insertParts is insert for budgetd's big tables: a batch whose rows fall
+// on more than maxPartitionsPerInsert UTC days (dayNs(i) is row i's time,
+// the tables' partition key), or whose rows add up to more than
+// maxInsertBytes (rowBytes(i) estimates row i), is written as several
+// inserts, each under the batch's token with its part number, so a retry of
+// the batch renders the same parts under the same tokens.
+func (s *Store) insertParts(ctx context.Context, table string, columns []string, token string, n int,
+	dayNs func(int) uint64, rowBytes func(int) int, row func(int, []any) []any) error {
+	parts := splitRows(n, dayNs, rowBytes, maxPartitionsPerInsert, maxInsertBytes)
 	if parts == nil {
 		return s.insert(ctx, table, columns, token, n, row)
 	}
@@ -224,16 +233,19 @@ func (s *Store) insertByDay(ctx context.Context, table string, columns []string,
 	return nil
 }
 
-// splitByDay groups the row numbers 0..n-1 by the UTC day of dayNs(i) into
-// parts of at most maxDays consecutive days, keeping row order within a
-// part. It returns nil when all rows fit in one part.
-func splitByDay(n int, dayNs func(int) uint64, maxDays int) [][]int {
+// splitRows groups the row numbers 0..n-1 into parts of at most maxDays
+// consecutive UTC days (of dayNs) and about maxBytes (of rowBytes; a row
+// larger than that is a part alone), keeping row order within a part. It
+// returns nil when all rows fit in one part.
+func splitRows(n int, dayNs func(int) uint64, rowBytes func(int) int, maxDays, maxBytes int) [][]int {
 	const nsPerDay = uint64(24 * time.Hour)
 	days := make(map[uint64]int)
+	total := 0
 	for i := range n {
 		days[dayNs(i)/nsPerDay] = 0
+		total += rowBytes(i)
 	}
-	if len(days) <= maxDays {
+	if len(days) <= maxDays && total <= maxBytes {
 		return nil
 	}
 	sorted := make([]uint64, 0, len(days))
@@ -244,10 +256,23 @@ func splitByDay(n int, dayNs func(int) uint64, maxDays int) [][]int {
 	for rank, d := range sorted {
 		days[d] = rank / maxDays
 	}
-	parts := make([][]int, (len(sorted)+maxDays-1)/maxDays)
+	byDays := make([][]int, (len(sorted)+maxDays-1)/maxDays)
 	for i := range n {
 		p := days[dayNs(i)/nsPerDay]
-		parts[p] = append(parts[p], i)
+		byDays[p] = append(byDays[p], i)
+	}
+	var parts [][]int
+	for _, rows := range byDays {
+		start, size := 0, 0
+		for j, i := range rows {
+			b := rowBytes(i)
+			if j > start && size+b > maxBytes {
+				parts = append(parts, rows[start:j])
+				start, size = j, 0
+			}
+			size += b
+		}
+		parts = append(parts, rows[start:])
 	}
 	return parts
 }

@@ -81,6 +81,49 @@ func appendSpanRow(dst []any, s *schema.Span, res *resourceColumns) []any {
 	)
 }
 
+// rowSizer estimates the bytes a span's row takes in an insert block: its
+// strings and arrays, with the resource's attributes — shared between the
+// spans of a resource in memory, repeated per row in the block — measured
+// once per run of spans that share them.
+type rowSizer struct {
+	res      schema.Attributes
+	resBytes int
+}
+
+// rowOverhead covers a row's fixed-width columns and array offsets.
+const rowOverhead = 160
+
+func (z *rowSizer) span(s *schema.Span) int {
+	if len(s.ResourceAttrs) != len(z.res) || len(s.ResourceAttrs) > 0 && &s.ResourceAttrs[0] != &z.res[0] {
+		z.res, z.resBytes = s.ResourceAttrs, attrBytes(s.ResourceAttrs)
+	}
+	n := rowOverhead + z.resBytes + len(s.TraceState) + len(s.Service) + len(s.Name) + len(s.StatusMessage) +
+		len(s.ScopeName) + len(s.ScopeVersion) + attrBytes(s.Attrs)
+	for i := range s.Events {
+		n += 24 + len(s.Events[i].Name) + attrBytes(s.Events[i].Attrs)
+	}
+	for i := range s.Links {
+		n += 96 + len(s.Links[i].TraceState) + attrBytes(s.Links[i].Attrs)
+	}
+	return n
+}
+
+// attrBytes is the block size of attributes: key, type and value per
+// attribute, with their array offsets.
+func attrBytes(as schema.Attributes) int {
+	n := 0
+	for i := range as {
+		n += len(as[i].Key) + len(as[i].Value) + 17
+	}
+	return n
+}
+
+// hopRowBytes estimates a hop's row: its strings and fixed columns.
+func hopRowBytes(h *schema.Hop) int {
+	return rowOverhead + len(h.Service) + len(h.Operation) + len(h.Path) + len(h.RootPath) + len(h.CallerService) +
+		len(h.CallerOperation) + len(h.CalleeService) + len(h.CalleeOperation) + len(h.BudgetSource)
+}
+
 // traceIndexRow is one (trace, service) entry of the trace-id lookup.
 type traceIndexRow struct {
 	traceID string
@@ -126,14 +169,16 @@ func traceIndexRows(spans []schema.Span) []traceIndexRow {
 // trace-index rows, so a trace that can be found always has its spans.
 func (s *Store) WriteSpans(ctx context.Context, token string, spans []schema.Span) error {
 	var res resourceColumns
-	err := s.insertByDay(ctx, "spans", spanColumns, token, len(spans), func(i int) uint64 { return spans[i].StartNs },
+	var size rowSizer
+	err := s.insertParts(ctx, "spans", spanColumns, token, len(spans), func(i int) uint64 { return spans[i].StartNs },
+		func(i int) int { return size.span(&spans[i]) },
 		func(i int, dst []any) []any { return appendSpanRow(dst, &spans[i], &res) })
 	if err != nil {
 		return wrapCtx(ctx, err)
 	}
 	idx := traceIndexRows(spans)
-	err = s.insertByDay(ctx, "trace_index", []string{"trace_id", "service", "start_ns", "end_ns", "spans"}, token, len(idx),
-		func(i int) uint64 { return idx[i].startNs },
+	err = s.insertParts(ctx, "trace_index", []string{"trace_id", "service", "start_ns", "end_ns", "spans"}, token, len(idx),
+		func(i int) uint64 { return idx[i].startNs }, func(i int) int { return 64 + len(idx[i].traceID) + len(idx[i].service) },
 		func(i int, dst []any) []any {
 			r := &idx[i]
 			return append(dst, r.traceID, r.service, r.startNs, r.endNs, r.spans)
@@ -159,16 +204,17 @@ func b2u(b bool) uint8 {
 
 // WriteHops implements store.Store.
 func (s *Store) WriteHops(ctx context.Context, token string, hops []schema.Hop) error {
-	err := s.insertByDay(ctx, "hops", hopColumns, token, len(hops), func(i int) uint64 { return hops[i].StartNs }, func(i int, dst []any) []any {
-		h := &hops[i]
-		return append(dst,
-			h.TraceID.String(), h.SpanID.String(), h.ParentSpanID.String(), h.Service, h.Operation, int8(h.Kind),
-			h.Path, h.RootPath, h.CallerService, h.CallerOperation, h.CalleeService, h.CalleeOperation,
-			h.StartNs, h.DurationNs, b2u(h.IsError), b2u(h.TimedOut),
-			h.RemainingMs, h.BudgetMs, h.BudgetSource, h.TimeoutMs, h.Attempt, h.MaxAttempts,
-			h.OrphanedMs, b2u(h.Rejected), b2u(h.Inferred), h.AnalyzedNs, h.CalleeDurationNs,
-			h.InferredTimeoutMs, h.InferredRemainingMs, h.InferenceConfidence, h.PathCalls)
-	})
+	err := s.insertParts(ctx, "hops", hopColumns, token, len(hops), func(i int) uint64 { return hops[i].StartNs },
+		func(i int) int { return hopRowBytes(&hops[i]) }, func(i int, dst []any) []any {
+			h := &hops[i]
+			return append(dst,
+				h.TraceID.String(), h.SpanID.String(), h.ParentSpanID.String(), h.Service, h.Operation, int8(h.Kind),
+				h.Path, h.RootPath, h.CallerService, h.CallerOperation, h.CalleeService, h.CalleeOperation,
+				h.StartNs, h.DurationNs, b2u(h.IsError), b2u(h.TimedOut),
+				h.RemainingMs, h.BudgetMs, h.BudgetSource, h.TimeoutMs, h.Attempt, h.MaxAttempts,
+				h.OrphanedMs, b2u(h.Rejected), b2u(h.Inferred), h.AnalyzedNs, h.CalleeDurationNs,
+				h.InferredTimeoutMs, h.InferredRemainingMs, h.InferenceConfidence, h.PathCalls)
+		})
 	return wrapCtx(ctx, err)
 }
 

@@ -50,6 +50,7 @@ func Run(t *testing.T, h Harness) {
 		{"findings filters, bounds and paging", testFindingFilters},
 		{"same dedup token stored once", testDedup},
 		{"a batch over 101 days is stored whole", testManyDays},
+		{"a batch larger than one insert block is stored whole", testLargeBatch},
 		{"concurrent writers", testConcurrentWriters},
 		{"paths, edges and totals", testAggregates},
 		{"edges report inferred timeouts", testInferredEdge},
@@ -373,6 +374,34 @@ func testManyDays(t *testing.T, h Harness) {
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	require.Equal(t, spans[100].StartNs, got[0].StartNs)
+}
+
+// testLargeBatch writes spans that share a resource of 1,024 attributes of
+// 2 KiB (the ingest limits' most): about 2 MiB per row once the block
+// repeats the resource per row, 100 MiB in all, more than one insert may
+// carry. Every span is stored once, also when the batch is written again.
+func testLargeBatch(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	ctx := ctxT(t)
+	res := make(schema.Attributes, 1024)
+	for i := range res {
+		res[i] = schema.Str(fmt.Sprintf("resource.attribute.%04d", i), strings.Repeat("v", 2048))
+	}
+	spans := make([]schema.Span, 48)
+	start := uint64(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC).UnixNano())
+	for i := range spans {
+		spans[i] = schema.Span{TraceID: tid(i), SpanID: sid(i), Service: "svc", Name: "op", StartNs: start, EndNs: start + 1000, ResourceAttrs: res}
+	}
+	for range 2 {
+		require.NoError(t, s.WriteSpans(ctx, "large-1", spans))
+	}
+	n, err := s.CountRows(ctx, "spans")
+	require.NoError(t, err)
+	require.EqualValues(t, len(spans), n)
+	got, err := s.Trace(ctx, tid(47), 0)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Equal(t, res, got[0].ResourceAttrs)
 }
 
 func testConcurrentWriters(t *testing.T, h Harness) {
