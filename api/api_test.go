@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -463,4 +464,33 @@ func TestRequestEndReachesStore(t *testing.T) {
 		require.Equal(t, codeTimeout, body.Error.Code)
 		require.ErrorIs(t, <-bs.ended, context.DeadlineExceeded)
 	})
+}
+
+// TestReadyzChecksAndWarnings checks that a failing write-path check makes
+// /readyz 503 with its reason, and that warnings are shown while ready.
+func TestReadyzChecksAndWarnings(t *testing.T) {
+	st := engines()[0].open(t)
+	stalled := errors.New("the write-ahead log drain has been failing to store one batch for 3m0s")
+	var failing error
+	reg := prometheus.NewRegistry()
+	s, err := New(DefaultConfig(), Settings{Store: st, Gatherer: reg, Registerer: reg,
+		Ready: []func() error{func() error { return failing }}, Warnings: []string{"api 0.0.0.0:8080 accepts connections from other hosts without TLS (api.tls)"}})
+	require.NoError(t, err)
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(ts.Close)
+
+	var body struct {
+		Status   string   `json:"status"`
+		Reason   string   `json:"reason"`
+		Warnings []string `json:"warnings"`
+	}
+	require.Equal(t, http.StatusOK, get(t, ts, "/readyz", &body))
+	require.Equal(t, "ready", body.Status)
+	require.Equal(t, []string{"api 0.0.0.0:8080 accepts connections from other hosts without TLS (api.tls)"}, body.Warnings)
+
+	failing = stalled
+	body.Warnings = nil
+	require.Equal(t, http.StatusServiceUnavailable, get(t, ts, "/readyz", &body))
+	require.Equal(t, "not ready", body.Status)
+	require.Equal(t, stalled.Error(), body.Reason)
 }

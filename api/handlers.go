@@ -36,7 +36,11 @@ func (s *Server) readyz(c *gin.Context) {
 			return
 		}
 	}
-	c.JSON(http.StatusOK, gin.H{"status": "ready", "schema_version": applied})
+	body := gin.H{"status": "ready", "schema_version": applied}
+	if len(s.warnings) > 0 {
+		body["warnings"] = s.warnings
+	}
+	c.JSON(http.StatusOK, body)
 }
 
 // findingsResponse is GET /findings.

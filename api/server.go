@@ -34,6 +34,10 @@ type Settings struct {
 	// first one's error while it fails (the write-ahead log's drain
 	// reports a stall this way).
 	Ready []func() error
+	// Warnings are shown by /readyz (which stays ready): configuration a
+	// person should look at, such as a listener open to other hosts
+	// without a token or TLS.
+	Warnings []string
 }
 
 // Server is the HTTP server of the API.
@@ -41,8 +45,9 @@ type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	store   store.Store
-	ready   []func() error
-	now     func() time.Time
+	ready    []func() error
+	warnings []string
+	now      func() time.Time
 	engine  *gin.Engine
 	http    *http.Server
 	ln      net.Listener
@@ -60,7 +65,7 @@ func New(cfg Config, set Settings) (*Server, error) {
 	if set.Store == nil {
 		return nil, errors.New("new api: a store is required")
 	}
-	s := &Server{cfg: cfg, log: set.Logger, store: set.Store, ready: set.Ready, now: set.Now}
+	s := &Server{cfg: cfg, log: set.Logger, store: set.Store, ready: set.Ready, warnings: set.Warnings, now: set.Now}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/budgetd/budgetd/durable"
 	"github.com/budgetd/budgetd/ingest"
 	"github.com/budgetd/budgetd/pipeline"
+	"github.com/budgetd/budgetd/security"
 	"github.com/budgetd/budgetd/store/chsql"
 	"github.com/budgetd/budgetd/store/engine"
 )
@@ -91,7 +92,15 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 	}
 	cleanup = append(cleanup, a.ingest.Shutdown)
 
-	a.api, err = api.New(cfg.API, api.Settings{Logger: log, Store: a.store, Gatherer: a.registry, Registerer: a.registry, Ready: []func() error{dur.Stalled}})
+	warnings := exposureWarnings(cfg)
+	if cfg.API.Pprof {
+		warnings = append(warnings, "api.pprof is on: /debug/pprof/ serves profiles and the process's command line to any API token holder")
+	}
+	for _, w := range warnings {
+		log.Warn("check the configuration", "warning", w)
+	}
+	a.api, err = api.New(cfg.API, api.Settings{Logger: log, Store: a.store, Gatherer: a.registry, Registerer: a.registry,
+		Ready: []func() error{dur.Stalled}, Warnings: warnings})
 	if err != nil {
 		return nil, err
 	}
@@ -100,6 +109,23 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 	}
 	log.Info("api listening", "addr", a.api.Addr())
 	return a, nil
+}
+
+// exposureWarnings names every listener open to other hosts without bearer
+// tokens or TLS.
+func exposureWarnings(cfg config.Config) []string {
+	in := cfg.Ingest.Server
+	var out []string
+	for _, l := range []security.Listener{
+		{Name: "ingest.grpc", Endpoint: in.GRPC.Endpoint, Auth: in.Auth, AuthKey: "ingest.auth", TLS: in.GRPC.TLS, TLSKey: "ingest.grpc.tls"},
+		{Name: "ingest.http", Endpoint: in.HTTP.Endpoint, Auth: in.Auth, AuthKey: "ingest.auth", TLS: in.HTTP.TLS, TLSKey: "ingest.http.tls"},
+		{Name: "api", Endpoint: cfg.API.Endpoint, Auth: cfg.API.Auth.AuthConfig, AuthKey: "api.auth", TLS: cfg.API.TLS, TLSKey: "api.tls"},
+	} {
+		if w := security.ExposureWarning(l); w != "" {
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 // Shutdown stops in dependency order: stop taking spans (ingest drains its
