@@ -42,19 +42,19 @@ type Settings struct {
 
 // Server is the HTTP server of the API.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	store   store.Store
+	cfg      Config
+	log      *slog.Logger
+	store    store.Store
 	ready    []func() error
 	warnings []string
 	now      func() time.Time
-	engine  *gin.Engine
-	http    *http.Server
-	ln      net.Listener
-	served  chan error
-	metrics *apiMetrics
-	tokens  *security.Tokens // nil: no authentication
-	tls     *tls.Config      // nil: plaintext
+	engine   *gin.Engine
+	http     *http.Server
+	ln       net.Listener
+	served   chan error
+	metrics  *apiMetrics
+	tokens   *security.Tokens // nil: no authentication
+	tls      *tls.Config      // nil: plaintext
 }
 
 // New builds the API. It does not listen until Start.
