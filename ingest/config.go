@@ -33,6 +33,13 @@ type Config struct {
 	// answered 503 / UNAVAILABLE at once: each holds its decoded body, so
 	// this is what bounds ingest's memory when senders outpace the store.
 	MaxConcurrentRequests int `yaml:"max_concurrent_requests"`
+	// MaxInFlightBytes bounds the request bytes held at once over both
+	// transports — HTTP bodies as they arrive (reserved 256 KiB at a time,
+	// so a slow sender holds what it sent) and decompressed requests while
+	// they are decoded, converted and committed. Beyond it requests are
+	// answered 503 / UNAVAILABLE. Decoded requests take several times
+	// their bytes (up to about ten for attribute-heavy ones).
+	MaxInFlightBytes int64 `yaml:"max_in_flight_bytes"`
 	// RetryAfter is the delay a refused sender is told to wait (HTTP
 	// Retry-After, gRPC RetryInfo) when the queue is full or the store is
 	// unavailable.
@@ -59,6 +66,10 @@ type GRPCConfig struct {
 	// ConnectionTimeout bounds a new connection's HTTP/2 handshake, so a
 	// client that connects and says nothing does not hold a connection.
 	ConnectionTimeout time.Duration `yaml:"connection_timeout"`
+	// MaxConnectionAge closes a connection this long after it opened
+	// (after a grace for its requests in flight): nothing a sender
+	// trickles is held longer.
+	MaxConnectionAge time.Duration `yaml:"max_connection_age"`
 	// TLS serves OTLP/gRPC over TLS, with client certificates required
 	// when client_ca_file is set.
 	TLS security.TLSConfig `yaml:"tls"`
@@ -96,6 +107,7 @@ func DefaultConfig() Config {
 			MaxRecvMsgBytes:      DefaultGRPCMaxRecvMsgBytes,
 			MaxConcurrentStreams: 100,
 			ConnectionTimeout:    10 * time.Second,
+			MaxConnectionAge:     10 * time.Minute,
 		},
 		HTTP: HTTPConfig{
 			Endpoint:          "localhost:4318",
@@ -106,6 +118,7 @@ func DefaultConfig() Config {
 			IdleTimeout:       2 * time.Minute,
 		},
 		MaxConcurrentRequests: 64,
+		MaxInFlightBytes:      256 << 20,
 		RetryAfter:            time.Second,
 		Limits:                DefaultLimits(),
 		SpanTimes:             DefaultSpanTimeWindow(),
@@ -154,6 +167,12 @@ func (c Config) Validate() error {
 	}
 	if c.MaxConcurrentRequests <= 0 {
 		return errors.New("ingest.max_concurrent_requests must be > 0")
+	}
+	if limit := max(int64(c.GRPC.MaxRecvMsgBytes), c.HTTP.MaxRequestBytes); c.MaxInFlightBytes < limit {
+		return fmt.Errorf("ingest.max_in_flight_bytes must be >= the largest request a listener takes (%d)", limit)
+	}
+	if c.GRPC.MaxConnectionAge <= 0 {
+		return errors.New("ingest.grpc.max_connection_age must be > 0")
 	}
 	if err := c.GRPC.TLS.Validate("ingest.grpc.tls"); err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/stats"
@@ -65,10 +66,17 @@ func (s *Server) newGRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 		grpc.MaxRecvMsgSize(s.cfg.GRPC.MaxRecvMsgBytes),
 		grpc.MaxConcurrentStreams(s.cfg.GRPC.MaxConcurrentStreams),
 		grpc.ConnectionTimeout(s.cfg.GRPC.ConnectionTimeout),
+		// A connection lives at most max_connection_age (plus a grace for
+		// the requests in flight); the exporters reconnect at once. This
+		// also bounds how long streams trickling a message can be held.
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			MaxConnectionAge:      s.cfg.GRPC.MaxConnectionAge,
+			MaxConnectionAgeGrace: s.cfg.GRPC.ConnectionTimeout + 30*time.Second,
+		}),
 		// Stop (Shutdown past its deadline) waits for handlers to
 		// return, so none runs after Shutdown.
 		grpc.WaitForHandlers(true),
-		grpc.StatsHandler(&wireBytes{counter: s.m.requestBytes.WithLabelValues(transportGRPC, "wire")}),
+		grpc.StatsHandler(&wireBytes{counter: s.m.requestBytes.WithLabelValues(transportGRPC, "wire"), streams: s.m.grpcStreams}),
 	)...)
 	srv.RegisterService(traceServiceDesc(), s)
 	return srv
@@ -87,11 +95,9 @@ func (s *Server) exportGRPCRequest(ctx context.Context, dec func(any) error) (*r
 	if s.tokens != nil && !s.tokens.Check(authorization(ctx)) {
 		return nil, outcomeUnauthenticated, s.grpcError(fail(outcomeUnauthenticated, security.ErrUnauthenticated))
 	}
-	if !s.acquire() {
-		return nil, outcomeOverloaded, s.grpcError(fail(outcomeOverloaded, errors.New("too many concurrent requests")))
-	}
-	defer s.release()
-
+	// gRPC has received the whole message before this handler runs, so
+	// a slow sender holds a stream (ingest.grpc.max_concurrent_streams per
+	// connection, ingest.grpc.max_connection_age) but no slot.
 	var in rawMessage
 	if err := dec(&in); err != nil {
 		// gRPC read the message: RESOURCE_EXHAUSTED is its size limit;
@@ -109,6 +115,16 @@ func (s *Server) exportGRPCRequest(ctx context.Context, dec func(any) error) (*r
 	}
 	data := in.bytes()
 	s.m.requestBytes.WithLabelValues(transportGRPC, "decoded").Add(float64(len(data)))
+	if !s.inflight.tryAcquire(int64(len(data))) {
+		in.free()
+		return nil, outcomeOverloaded, s.grpcError(fail(outcomeOverloaded, errBudgetFull))
+	}
+	defer s.inflight.release(int64(len(data)))
+	if !s.acquire() {
+		in.free()
+		return nil, outcomeOverloaded, s.grpcError(fail(outcomeOverloaded, errors.New("too many concurrent requests")))
+	}
+	defer s.release()
 	if err := s.admit(len(data), transportGRPC); err != nil {
 		in.free()
 		return nil, outcomeOverloaded, s.grpcError(err)
@@ -205,13 +221,19 @@ func (rawCodec) Name() string { return "proto" }
 // gRPC's stats hooks see them.
 type wireBytes struct {
 	counter prometheus.Counter
+	streams prometheus.Gauge // streams open now, a message being received included
 }
 
 func (w *wireBytes) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
 
 func (w *wireBytes) HandleRPC(_ context.Context, st stats.RPCStats) {
-	if p, ok := st.(*stats.InPayload); ok && !p.Client {
-		w.counter.Add(float64(p.CompressedLength))
+	switch st := st.(type) {
+	case *stats.InPayload:
+		w.counter.Add(float64(st.CompressedLength))
+	case *stats.Begin:
+		w.streams.Inc()
+	case *stats.End:
+		w.streams.Dec()
 	}
 }
 

@@ -117,15 +117,19 @@ func (s *Server) exportHTTP(w http.ResponseWriter, r *http.Request) outcome {
 			"415 unsupported media type, supported: ["+contentTypeJSON+", "+contentTypeProtobuf+"]")
 		return outcomeUnsupportedType
 	}
+	// The body is read before a request slot is taken: a sender trickling
+	// its body holds the bytes it sent (of ingest.max_in_flight_bytes),
+	// never a slot, and ingest.http.read_timeout cuts it off.
+	in := &budgetReader{budget: s.inflight}
+	defer func() { s.inflight.release(in.reserved) }()
+	td, err := s.readHTTPRequest(w, r, enc, in)
+	if err != nil {
+		return s.writeHTTPError(w, enc, err)
+	}
 	if !s.acquire() {
 		return s.writeHTTPError(w, enc, fail(outcomeOverloaded, errors.New("too many concurrent requests")))
 	}
 	defer s.release()
-
-	td, err := s.readHTTPRequest(w, r, enc)
-	if err != nil {
-		return s.writeHTTPError(w, enc, err)
-	}
 	resp, o, err := s.export(r.Context(), td, transportHTTP)
 	if err != nil {
 		return s.writeHTTPError(w, enc, fail(o, err))
@@ -153,7 +157,7 @@ func (s *Server) exportHTTP(w http.ResponseWriter, r *http.Request) outcome {
 // read through a limit of max_request_bytes+1 both on the wire and after
 // decompression, so a small body that inflates to gigabytes costs at most
 // the limit in memory before it is refused.
-func (s *Server) readHTTPRequest(w http.ResponseWriter, r *http.Request, enc bodyEncoding) (ptrace.Traces, error) {
+func (s *Server) readHTTPRequest(w http.ResponseWriter, r *http.Request, enc bodyEncoding, body *budgetReader) (ptrace.Traces, error) {
 	limit := s.cfg.HTTP.MaxRequestBytes
 	if r.ContentLength > limit {
 		return ptrace.Traces{}, fail(outcomeTooLarge,
@@ -171,9 +175,12 @@ func (s *Server) readHTTPRequest(w http.ResponseWriter, r *http.Request, enc bod
 	buf := s.buffers.get()
 	defer s.buffers.put(buf)
 	if r.ContentLength > 0 && src == io.Reader(wire) {
-		buf.Grow(int(r.ContentLength) + bytes.MinRead)
+		// Not beyond what arrived: a sender declaring 20 MiB and sending
+		// a byte a second must not make budgetd hold 20 MiB for it.
+		buf.Grow(int(min(r.ContentLength, budgetStep)) + bytes.MinRead)
 	}
-	if _, err := buf.ReadFrom(io.LimitReader(src, limit+1)); err != nil {
+	body.r = io.LimitReader(src, limit+1)
+	if _, err := buf.ReadFrom(body); err != nil {
 		return ptrace.Traces{}, readError(err, wire, limit)
 	}
 	if int64(buf.Len()) > limit {
@@ -242,6 +249,9 @@ func readError(err error, wire *countingReader, limit int64) error {
 	var re *requestError
 	if errors.As(err, &re) {
 		return err
+	}
+	if errors.Is(err, errBudgetFull) {
+		return fail(outcomeOverloaded, err)
 	}
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) || errors.As(wire.err, &tooLarge) {

@@ -41,6 +41,8 @@ type serverMetrics struct {
 	truncated       *prometheus.CounterVec // what: attribute_key, name
 	stringsRepaired prometheus.Counter
 	dropped         *prometheus.CounterVec // item: attributes, events, links
+	inflightBytes   prometheus.Gauge
+	grpcStreams     prometheus.Gauge
 }
 
 func newServerMetrics(reg prometheus.Registerer) (*serverMetrics, error) {
@@ -86,6 +88,14 @@ func newServerMetrics(reg prometheus.Registerer) (*serverMetrics, error) {
 			Namespace: metricNamespace, Subsystem: metricSubsystem, Name: "strings_repaired_total",
 			Help: "Strings whose invalid UTF-8 was replaced.",
 		}),
+		inflightBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: metricNamespace, Subsystem: metricSubsystem, Name: "in_flight_bytes",
+			Help: "Request bytes held now (ingest.max_in_flight_bytes): HTTP bodies being read and requests being processed.",
+		}),
+		grpcStreams: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: metricNamespace, Subsystem: metricSubsystem, Name: "grpc_streams",
+			Help: "OTLP/gRPC streams open now, those still receiving their message included.",
+		}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: metricNamespace, Subsystem: metricSubsystem, Name: "dropped_total",
 			Help: "Attributes, events and links dropped by the per-span count limits, by item.",
@@ -113,7 +123,7 @@ func newServerMetrics(reg prometheus.Registerer) (*serverMetrics, error) {
 		m.truncated.WithLabelValues(w)
 	}
 	err := register(reg, m.spansReceived, m.spansAccepted, m.spansRejected, m.spansRefused, m.requestsShed,
-		m.requestBytes, m.requestDuration, m.valuesTruncated, m.truncated, m.stringsRepaired, m.dropped)
+		m.requestBytes, m.requestDuration, m.valuesTruncated, m.truncated, m.stringsRepaired, m.dropped, m.inflightBytes, m.grpcStreams)
 	if err != nil {
 		return nil, err
 	}

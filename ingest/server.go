@@ -55,6 +55,8 @@ type Server struct {
 	// start, takes it out when done. Shutdown fills it to wait for the
 	// handlers and to keep new ones out.
 	slots chan struct{}
+	// inflight bounds the request bytes held (ingest.max_in_flight_bytes).
+	inflight *byteBudget
 
 	grpc     *grpc.Server
 	http     *http.Server
@@ -98,6 +100,7 @@ func New(cfg Config, set Settings) (*Server, error) {
 		m:        m,
 		throttle: logthrottle.New(10 * time.Second),
 		slots:    make(chan struct{}, cfg.MaxConcurrentRequests),
+		inflight: &byteBudget{max: cfg.MaxInFlightBytes, gauge: m.inflightBytes},
 		zstd:     newZstdCompressor(),
 	}
 	if s.log == nil {

@@ -1,0 +1,77 @@
+package ingest
+
+import (
+	"errors"
+	"io"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// byteBudget bounds the request bytes held in memory at once over both
+// transports: bodies being read (HTTP) and decompressed requests being
+// decoded, converted and committed. The request slots bound how many
+// requests are processed at once; they are taken only once a request has
+// been read, so a slow sender holds bytes of this budget — as many as it
+// has sent — but never a slot.
+type byteBudget struct {
+	max   int64
+	gauge prometheus.Gauge
+
+	mu   sync.Mutex
+	used int64
+}
+
+// tryAcquire reserves n bytes, or reports false when they do not fit.
+func (b *byteBudget) tryAcquire(n int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.used+n > b.max {
+		return false
+	}
+	b.used += n
+	b.gauge.Set(float64(b.used))
+	return true
+}
+
+func (b *byteBudget) release(n int64) {
+	if n == 0 {
+		return
+	}
+	b.mu.Lock()
+	b.used -= n
+	b.gauge.Set(float64(b.used))
+	b.mu.Unlock()
+}
+
+// budgetStep is how much a body being read reserves at a time.
+const budgetStep = 256 << 10
+
+// budgetReader reserves budget for the bytes it reads, budgetStep at a
+// time, and fails with errBudgetFull when the budget has no room. The
+// caller releases reserved when the request is done.
+type budgetReader struct {
+	r        io.Reader
+	budget   *byteBudget
+	read     int64
+	reserved int64
+}
+
+func (br *budgetReader) Read(p []byte) (int, error) {
+	if br.read == br.reserved {
+		if !br.budget.tryAcquire(budgetStep) {
+			return 0, errBudgetFull
+		}
+		br.reserved += budgetStep
+	}
+	if room := br.reserved - br.read; int64(len(p)) > room {
+		p = p[:room]
+	}
+	n, err := br.r.Read(p)
+	br.read += int64(n)
+	return n, err
+}
+
+// errBudgetFull is a request refused because ingest.max_in_flight_bytes
+// was reached: momentary, answered 503 / UNAVAILABLE with a retry delay.
+var errBudgetFull = errors.New("ingest is holding ingest.max_in_flight_bytes of requests")

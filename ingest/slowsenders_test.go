@@ -1,0 +1,99 @@
+package ingest
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// slowSenders is more than ingest.max_concurrent_requests (64): before
+// request slots were taken only once a request was read, this many
+// senders trickling their bodies held every slot, and every other request
+// was answered 503 until the read timeout cut them off.
+const slowSenders = 70
+
+// TestSlowSendersHoldNoSlots opens 70 HTTP requests whose bodies stop
+// after a few bytes, and 70 gRPC streams whose messages stop after a few
+// bytes, and checks that a well-behaved sender on each port is still
+// acknowledged while all of them are open (the server is seen holding
+// them: reserved body bytes, open streams).
+func TestSlowSendersHoldNoSlots(t *testing.T) {
+	st := openEmbedded(t)
+	cfg := testConfig()
+	cfg.HTTP.ReadTimeout = time.Minute // longer than the test: nothing is cut off
+	ts := startServer(t, st, cfg)
+	good := encode(t, tracesWithBad(9, 5, 0, 0), encodingProtobuf)
+
+	// HTTP: headers and the first 10 bytes of a 1,000-byte body.
+	for range slowSenders {
+		conn, err := net.DialTimeout("tcp", ts.httpAddr, 5*time.Second)
+		require.NoError(t, err)
+		t.Cleanup(func() { conn.Close() })
+		_, err = fmt.Fprintf(conn, "POST /v1/traces HTTP/1.1\r\nHost: budgetd\r\nContent-Type: application/x-protobuf\r\nContent-Length: 1000\r\n\r\n0123456789")
+		require.NoError(t, err)
+	}
+	waitFor(t, "the slow HTTP bodies to be read", func() bool {
+		return metricValue(t, ts, "budgetd_ingest_in_flight_bytes", nil) >= slowSenders*budgetStep
+	})
+
+	// gRPC: 70 streams on one connection, each with a message prefix
+	// announcing 1,000 bytes and 10 of them.
+	conn, err := net.DialTimeout("tcp", ts.grpcAddr, 5*time.Second)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	_, err = conn.Write([]byte(http2.ClientPreface))
+	require.NoError(t, err)
+	fr := http2.NewFramer(conn, conn)
+	require.NoError(t, fr.WriteSettings())
+	go func() { // answer the server's SETTINGS and PINGs so it keeps the connection
+		for {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			switch f := f.(type) {
+			case *http2.SettingsFrame:
+				if !f.IsAck() {
+					_ = fr.WriteSettingsAck()
+				}
+			case *http2.PingFrame:
+				if !f.IsAck() {
+					_ = fr.WritePing(true, f.Data)
+				}
+			}
+		}
+	}()
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range []hpack.HeaderField{
+		{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}, {Name: ":authority", Value: "budgetd"},
+		{Name: ":path", Value: "/opentelemetry.proto.collector.trace.v1.TraceService/Export"},
+		{Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"},
+	} {
+		require.NoError(t, enc.WriteField(f))
+	}
+	prefix := make([]byte, 5)
+	binary.BigEndian.PutUint32(prefix[1:], 1000)
+	for i := range slowSenders {
+		id := uint32(2*i + 1)
+		require.NoError(t, fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb.Bytes(), EndHeaders: true}))
+		require.NoError(t, fr.WriteData(id, false, append(prefix, "0123456789"...)))
+	}
+	waitFor(t, "the slow gRPC streams to be open", func() bool {
+		return metricValue(t, ts, "budgetd_ingest_grpc_streams", nil) >= slowSenders
+	})
+
+	a := post(t, ts, http.MethodPost, tracesPath, contentTypeProtobuf, "", good)
+	require.Equal(t, http.StatusOK, a.status, "body: %s", a.body)
+	_, err = exportRaw(t, dialGRPC(t, ts), good, "")
+	require.NoError(t, err, "a good gRPC sender is acknowledged")
+	require.Equal(t, uint64(10), countRows(t, st))
+}
