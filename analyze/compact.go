@@ -3,11 +3,12 @@ package analyze
 import (
 	"strings"
 
+	"github.com/budgetd/budgetd/analyze/budgetread"
 	"github.com/budgetd/budgetd/schema"
 )
 
 // Compact returns the part of s the detectors read: its identity, timing and
-// status, the budget attributes (schema.IsBudgetAttr), the attributes that
+// status, the budget attributes (budgetread.IsAttr), the attributes that
 // name a callee, and its budget.cancelled events. Trace assembly holds
 // spans for seconds, so it keeps them compacted: a span's resource
 // attributes, links and other attributes are most of its memory and none of
@@ -15,11 +16,12 @@ import (
 //
 // Of the status description and the exception events, the detectors read
 // only whether they say the span timed out or was cancelled
-// (schema.ReadBudget), so Compact keeps that verdict and not the text: the
-// description becomes schema.StatusEvidence's constant for it ("" when they
-// say neither) and the exception events are dropped. A held span costs no
-// bytes for them however long its messages were, and ReadBudget reads the
-// same TimedOut and Cancelled from it (TestCompactKeepsTimeoutVerdict).
+// (budgetread.Read), so Compact keeps that verdict and not the text: the
+// description becomes budgetread.StatusEvidence's constant for it ("" when
+// they say neither) and the exception events are dropped. A held span costs
+// no bytes for them however long its messages were, and budgetread.Read
+// reads the same TimedOut and Cancelled from it
+// (TestCompactKeepsTimeoutVerdict).
 //
 // The kept strings are copied: spans decoded from one buffer (a
 // write-ahead-log record) share its memory, and a held span must not keep
@@ -30,7 +32,7 @@ import (
 func Compact(s schema.Span) schema.Span {
 	c := s
 	c.ResourceAttrs, c.Links, c.TraceState, c.ScopeName, c.ScopeVersion = nil, nil, "", "", ""
-	c.StatusMessage = schema.StatusEvidence(&s)
+	c.StatusMessage = budgetread.StatusEvidence(&s)
 	kept, size := 0, len(s.Service)+len(s.Name)
 	for _, a := range s.Attrs {
 		if _, ok := keptKey(a.Key); ok {
@@ -76,7 +78,7 @@ func Compact(s schema.Span) schema.Span {
 // keptKey reports whether Compact keeps the attribute key, and returns the
 // shared constant for it.
 func keptKey(key string) (string, bool) {
-	if name, ok := schema.BudgetAttrName(key); ok {
+	if name, ok := budgetread.AttrName(key); ok {
 		return name, true
 	}
 	for _, k := range peerAttrs {

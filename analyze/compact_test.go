@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/budgetd/budgetd/analyze/budgetread"
 	"github.com/budgetd/budgetd/ingest"
 	"github.com/budgetd/budgetd/schema"
 )
@@ -40,12 +41,12 @@ func TestCompactKeepsFindings(t *testing.T) {
 }
 
 // TestCompactKeepsTimeoutVerdict builds spans from every combination of the
-// status evidence schema.ReadBudget reads (status, description, exception
+// status evidence budgetread.Read reads (status, description, exception
 // events, status attributes of both semantic-convention generations) and
 // expects the compacted span to read as the same timeout or cancellation,
-// with its text bounded: Compact keeps schema.StatusEvidence's constant and
-// no exception event. schema's TestStatusEvidenceKeepsVerdict checks the
-// same reduction over each case of ReadBudget's own table.
+// with its text bounded: Compact keeps budgetread.StatusEvidence's constant and
+// no exception event. budgetread's TestStatusEvidenceKeepsVerdict checks the
+// same reduction over each case of budgetread.Read's own table.
 func TestCompactKeepsTimeoutVerdict(t *testing.T) {
 	const dotnetTimeout = "The request was canceled due to the configured HttpClient.Timeout of 100 seconds elapsing."
 	exc := func(typ, msg string) schema.Event {
@@ -92,7 +93,7 @@ func TestCompactKeepsTimeoutVerdict(t *testing.T) {
 						Events: append(append([]schema.Event(nil), events...), cancelled),
 					}
 					c := Compact(s)
-					want, got := schema.ReadBudget(&s), schema.ReadBudget(&c)
+					want, got := budgetread.Read(&s), budgetread.Read(&c)
 					name := fmt.Sprintf("status %v, description %.40q, events %v, attrs %v", status, msg, events, attrs)
 					require.Equal(t, want.TimedOut, got.TimedOut, name)
 					require.Equal(t, want.Cancelled, got.Cancelled, name)

@@ -34,7 +34,7 @@
 //
 // CLIENT/PRODUCER siblings with the same name and peer are candidate attempts
 // of one logical call, in start order. An explicit attempt number (from
-// schema.ReadBudget on the call, or on the callee's span from headers such as
+// budgetread.Read on the call, or on the callee's span from headers such as
 // x-envoy-attempt-count) decides: 1, or a number not above the previous one,
 // starts a new call. Without one, a sibling continues a call whose last
 // attempt failed (error status, timeout, 5xx, 429, a gRPC error) and had

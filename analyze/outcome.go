@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/budgetd/budgetd/analyze/budgetread"
 	"github.com/budgetd/budgetd/schema"
 )
 
@@ -52,7 +53,7 @@ func grpcStatus(as schema.Attributes) int64 {
 
 // isGRPC reports whether the span says its RPC system is gRPC, which is
 // when a number in rpc.response.status_code is a gRPC code (JSON-RPC and
-// Dubbo number theirs differently), as schema.ReadBudget reads it.
+// Dubbo number theirs differently), as budgetread.Read reads it.
 func isGRPC(as schema.Attributes) bool {
 	a, ok := as.Get(schema.AttrRPCSystemName)
 	if !ok {
@@ -78,7 +79,7 @@ func responseCode(as schema.Attributes) string {
 // would retry it. Beyond the OTLP status, budgetd reads the response codes
 // itself (both semantic-convention generations) because not every
 // instrumentation sets the status on a 5xx or on a gRPC failure.
-func outcome(s *schema.Span, f *schema.BudgetFacts) (isError, failed bool) {
+func outcome(s *schema.Span, f *budgetread.Facts) (isError, failed bool) {
 	isError = s.StatusCode == schema.StatusError || f.TimedOut
 	http := httpStatus(s.Attrs)
 	if http >= 500 {
@@ -99,10 +100,10 @@ func outcome(s *schema.Span, f *schema.BudgetFacts) (isError, failed bool) {
 
 // gotAnswer reports whether CLIENT span c really got the answer of its
 // SERVER child s (DESIGN §5, "answered or gave up"): c neither timed out nor
-// was cancelled, in any convention ReadBudget reads, and either c succeeded
-// or both failed with the same outcome (the same response code, or no code
-// on either). A client that failed while its server succeeded, or that saw
-// another answer than the one its server gave, got its answer from
+// was cancelled, in any convention budgetread.Read reads, and either c
+// succeeded or both failed with the same outcome (the same response code, or
+// no code on either). A client that failed while its server succeeded, or
+// that saw another answer than the one its server gave, got its answer from
 // somewhere else (its own timer, a proxy, a reset connection): it gave up,
 // and its server running past it is orphaned work, never clock skew.
 func (v *view) gotAnswer(c, s int) bool {

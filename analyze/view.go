@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/budgetd/budgetd/analyze/budgetread"
 	"github.com/budgetd/budgetd/schema"
 )
 
@@ -14,7 +15,7 @@ import (
 // shift times without overflow checks.
 const maxTimeNs = int64(1) << 61
 
-// maxBudgetMs caps a budget or timeout at about 31 years. schema.ReadBudget
+// maxBudgetMs caps a budget or timeout at about 31 years. budgetread.Read
 // accepts up to 2^53 ms, which as nanoseconds would overflow; no real budget
 // comes near the cap, so clamping changes no verdict.
 const maxBudgetMs = 1e12
@@ -48,7 +49,7 @@ const (
 
 // node is what the analysis knows about one span of the trace, by index.
 type node struct {
-	facts  schema.BudgetFacts
+	facts  budgetread.Facts
 	parent int // parent index, -1 for tops
 	top    int // index of the root or orphan the span hangs from
 	entry  int // the enclosing entry span: nearest ancestor-or-self that is an entry
@@ -127,7 +128,7 @@ func newView(t *schema.Trace, cfg Config) *view {
 	for i := range t.Spans {
 		s := &t.Spans[i]
 		nd := &v.n[i]
-		nd.facts = sanitizeFacts(schema.ReadBudget(s))
+		nd.facts = sanitizeFacts(budgetread.Read(s))
 		nd.parent = t.Parent(i)
 		nd.call = -1
 		nd.isError, nd.failed = outcome(s, &nd.facts)
@@ -151,9 +152,9 @@ func (v *view) finish(est estimateFunc) {
 	v.buildHops()
 }
 
-// sanitizeFacts clamps the millisecond figures ReadBudget returns to
+// sanitizeFacts clamps the millisecond figures budgetread.Read returns to
 // ±maxBudgetMs so they convert to nanoseconds without overflow.
-func sanitizeFacts(f schema.BudgetFacts) schema.BudgetFacts {
+func sanitizeFacts(f budgetread.Facts) budgetread.Facts {
 	f.RemainingMs = clampMs(f.RemainingMs)
 	f.TimeoutMs = clampMs(f.TimeoutMs)
 	f.PropagatedMs = clampMs(f.PropagatedMs)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/budgetd/budgetd/analyze/budgetread"
 	"github.com/budgetd/budgetd/schema"
 )
 
@@ -216,11 +217,11 @@ func TestHostileInput(t *testing.T) {
 		{
 			name: "times at the ends of the range, ending before starting",
 			spans: []schema.Span{
-				{TraceID: traceID(1), SpanID: spanID(1), Kind: server, StartNs: math.MaxUint64, EndNs: 0, Attrs: attrs(rem(schema.MaxMs))},
+				{TraceID: traceID(1), SpanID: spanID(1), Kind: server, StartNs: math.MaxUint64, EndNs: 0, Attrs: attrs(rem(budgetread.MaxMs))},
 				{TraceID: traceID(1), SpanID: spanID(2), ParentSpanID: spanID(1), Kind: client, StartNs: 0, EndNs: math.MaxUint64,
-					Attrs: attrs(tmo(schema.MaxMs), maxAttempts(math.MaxUint32), backoff(schema.MaxMs), attempt(math.MaxUint32))},
+					Attrs: attrs(tmo(budgetread.MaxMs), maxAttempts(math.MaxUint32), backoff(budgetread.MaxMs), attempt(math.MaxUint32))},
 				{TraceID: traceID(1), SpanID: spanID(3), ParentSpanID: spanID(2), Kind: server, StartNs: 1, EndNs: math.MaxUint64,
-					Attrs: attrs(rem(-schema.MaxMs)), Events: []schema.Event{{Name: schema.EventCancelled, TimeNs: math.MaxUint64}}},
+					Attrs: attrs(rem(-budgetread.MaxMs)), Events: []schema.Event{{Name: schema.EventCancelled, TimeNs: math.MaxUint64}}},
 			},
 		},
 		{

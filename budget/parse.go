@@ -72,10 +72,12 @@ func aboveMaxMs(s string) bool {
 }
 
 // parseGRPCTimeout parses a grpc-timeout value as the gRPC HTTP/2 protocol
-// defines it: 1 to 8 ASCII digits, then one unit, H (hours), M (minutes),
+// defines it and grpc-go's decoder (internal/transport.decodeTimeout) reads
+// it: 1 to 8 ASCII digits, then one unit, H (hours), M (minutes),
 // S (seconds), m (milliseconds), u (microseconds) or n (nanoseconds). A
-// value too large for a time.Duration is clamped to the largest Duration, as
-// grpc-go does; Server clamps it further to ServerConfig.Max.
+// value too large for a time.Duration (only hours can be) is clamped to the
+// largest Duration, as grpc-go does; Server clamps it further to
+// ServerConfig.Max.
 func parseGRPCTimeout(s string) (time.Duration, bool) {
 	if len(s) < 2 || len(s) > 9 {
 		return 0, false
@@ -116,11 +118,14 @@ func grpcTimeoutUnit(c byte) (time.Duration, bool) {
 	return 0, false
 }
 
-// formatGRPCTimeout encodes d as a grpc-timeout value. When d can be written
-// exactly in at most 8 digits of some unit it uses the coarsest such unit
-// ("2S", not "2000m"); otherwise the finest unit whose count fits, rounded
-// down, so the receiver may get a little less than d, never more. d ≤ 0
-// encodes as "0n".
+// formatGRPCTimeout encodes d as a grpc-timeout value the way grpc-go's own
+// encoder (internal/grpcutil.EncodeDuration) does: in the finest unit whose
+// count, rounded up, fits in 8 digits, so the value never shortens d and
+// lengthens it by less than one unit. When d can be written exactly in some
+// unit it uses the coarsest such unit instead ("2S", not grpc-go's
+// "2000000u"): the same value, fewer digits. d ≤ 0 encodes as "0n". The
+// cases of budget/testdata/grpc_timeout_cases.json pin both rules, and
+// budgetd's reader of the header (analyze/budgetread) passes the same cases.
 func formatGRPCTimeout(d time.Duration) string {
 	if d <= 0 {
 		return "0n"
@@ -142,12 +147,19 @@ func formatGRPCTimeout(d time.Duration) string {
 			return strconv.FormatInt(int64(d/u.d), 10) + string(u.name)
 		}
 	}
+	// No exact encoding fits: round up in the finest unit that fits, as
+	// grpc-go does. Hours always fit (math.MaxInt64 ns is under 2,562,048
+	// hours), so the loop returns.
 	for i := len(units) - 1; i >= 0; i-- {
-		if n := d / units[i].d; n <= maxGRPCTimeoutValue {
+		n := d / units[i].d
+		if d%units[i].d != 0 {
+			n++
+		}
+		if n <= maxGRPCTimeoutValue {
 			return strconv.FormatInt(int64(n), 10) + string(units[i].name)
 		}
 	}
-	return strconv.Itoa(maxGRPCTimeoutValue) + "H" // Unreachable: MaxInt64 ns is under 2,562,048 hours.
+	return strconv.Itoa(maxGRPCTimeoutValue) + "H" // Unreachable.
 }
 
 // durationFromMs converts a non-negative number of milliseconds to a

@@ -80,7 +80,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// A RoundTripper must not modify the caller's request.
 	out := req.Clone(ctx)
 	// The header is whole milliseconds rounded down, so the callee never gets
-	// more than this hop waits for.
+	// more than this hop waits for. grpc-timeout carries the same figure,
+	// exactly up to 99,999,999 ms (about 27 hours); a longer one that no unit
+	// writes exactly in 8 digits is rounded up to its unit, as grpc-go rounds.
 	sent := limit.Truncate(time.Millisecond)
 	out.Header.Set(HeaderTimeoutMs, strconv.FormatInt(sent.Milliseconds(), 10))
 	if t.SendGRPCTimeout {

@@ -60,6 +60,8 @@ budgetd_ingest_request_bytes_total
 budgetd_ingest_request_duration_seconds
 budgetd_ingest_attribute_values_truncated_total
 budgetd_ingest_strings_truncated_total
+budgetd_ingest_in_flight_bytes
+budgetd_ingest_grpc_streams
 budgetd_ingest_strings_repaired_total
 budgetd_ingest_dropped_total
 budgetd_ingest_batch_spans
@@ -320,10 +322,10 @@ func TestGrafanaDashboardQueriesMatchSchema(t *testing.T) {
 	}
 }
 
-// schemaTables reads the columns of every table from schema/sql/*.sql.
+// schemaTables reads the columns of every table from store/chschema/sql/*.sql.
 func schemaTables(t *testing.T) map[string]map[string]bool {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join("..", "schema", "sql", "*.sql"))
+	files, err := filepath.Glob(filepath.Join("..", "store", "chschema", "sql", "*.sql"))
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
 	create := regexp.MustCompile(`(?m)^CREATE TABLE IF NOT EXISTS \{\{\.DB\}\}\.(\w+) \($`)
@@ -379,7 +381,7 @@ func checkSQL(sql string, tables map[string]map[string]bool) error {
 	for _, m := range sqlFrom.FindAllStringSubmatch(s, -1) {
 		tc, ok := tables[m[1]]
 		if !ok {
-			return fmt.Errorf("reads table %q, which schema/sql does not create", m[1])
+			return fmt.Errorf("reads table %q, which store/chschema/sql does not create", m[1])
 		}
 		read[m[1]] = true
 		for c := range tc {

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/budgetd/budgetd/analyze/budgetread"
 	"github.com/budgetd/budgetd/schema"
 )
 
@@ -174,9 +175,9 @@ func TestConvertEveryField(t *testing.T) {
 	require.Equal(t, ConvertResult{Spans: []schema.Span{want}}, got)
 
 	// The converted span feeds the budget reader as the analyzer will use it.
-	facts := schema.ReadBudget(&got.Spans[0])
+	facts := budgetread.Read(&got.Spans[0])
 	require.Equal(t, schema.Ms(1500), facts.RemainingMs)
-	require.Equal(t, []schema.Cancellation{{TimeNs: 1_700_000_000_200_000_000, Source: "deadline"}}, facts.Cancellations)
+	require.Equal(t, []budgetread.Cancellation{{TimeNs: 1_700_000_000_200_000_000, Source: "deadline"}}, facts.Cancellations)
 }
 
 func TestConvertKindsAndStatus(t *testing.T) {

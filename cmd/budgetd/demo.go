@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/budgetd/budgetd/analyze/budgetread"
 	"github.com/budgetd/budgetd/fixtures"
 	"github.com/budgetd/budgetd/ingest"
 	"github.com/budgetd/budgetd/pipeline"
@@ -91,11 +92,11 @@ func rebase(spans []schema.Span, now time.Time) {
 // shiftDeadline moves an absolute epoch-millisecond deadline header by shift
 // nanoseconds; values it cannot read are left alone.
 func shiftDeadline(a schema.Attr, shift int64) schema.Attr {
-	v, err := schema.HeaderValue(a)
+	v, err := budgetread.HeaderValue(a)
 	if err != nil {
 		return a
 	}
-	ms, err := schema.ParseMillis(v)
+	ms, err := budgetread.ParseMillis(v)
 	if err != nil {
 		return a
 	}

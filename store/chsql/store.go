@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/budgetd/budgetd/schema"
 	"github.com/budgetd/budgetd/store"
+	"github.com/budgetd/budgetd/store/chschema"
 )
 
 // Config is what the shared store needs from the user's configuration.
@@ -23,7 +23,7 @@ type Config struct {
 type Store struct {
 	conn     Conn
 	db       string
-	features schema.Features
+	features chschema.Features
 	known    int // highest migration version this binary has
 }
 
@@ -32,14 +32,14 @@ var _ store.Store = (*Store)(nil)
 // Open creates the database if needed, applies pending migrations and returns
 // the store. It owns conn from then on: Close closes it.
 func Open(ctx context.Context, conn Conn, cfg Config) (*Store, error) {
-	if !schema.ValidIdentifier(cfg.Database) {
+	if !chschema.ValidIdentifier(cfg.Database) {
 		return nil, fmt.Errorf("open store: invalid database name %q", cfg.Database)
 	}
 	version, err := conn.Version(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("open store: read server version: %w", err)
 	}
-	features, err := schema.FeaturesFor(version)
+	features, err := chschema.FeaturesFor(version)
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
@@ -51,7 +51,7 @@ func Open(ctx context.Context, conn Conn, cfg Config) (*Store, error) {
 }
 
 // Features returns the version-gated features in use.
-func (s *Store) Features() schema.Features { return s.features }
+func (s *Store) Features() chschema.Features { return s.features }
 
 // Database returns the database name.
 func (s *Store) Database() string { return s.db }
@@ -69,7 +69,7 @@ func (s *Store) migrate(ctx context.Context, ttlDays int) error {
 	if err := s.conn.Exec(ctx, ddl, nil); err != nil {
 		return fmt.Errorf("create schema_migrations: %w", err)
 	}
-	migrations, err := schema.Migrations(schema.DDLParams{Database: s.db, Features: s.features, TTLDays: ttlDays})
+	migrations, err := chschema.Migrations(chschema.DDLParams{Database: s.db, Features: s.features, TTLDays: ttlDays})
 	if err != nil {
 		return err
 	}

@@ -15,8 +15,8 @@ import (
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
-	"github.com/budgetd/budgetd/schema"
 	"github.com/budgetd/budgetd/store"
+	"github.com/budgetd/budgetd/store/chschema"
 	"github.com/budgetd/budgetd/store/chsql"
 )
 
@@ -68,7 +68,7 @@ func Connect(cfg Config) (*Conn, string, error) {
 	if database == "" {
 		database = "budgetd"
 	}
-	if !schema.ValidIdentifier(database) {
+	if !chschema.ValidIdentifier(database) {
 		return nil, "", fmt.Errorf("parse store.clickhouse.dsn: database %q is not a plain identifier", database)
 	}
 	// The pool connects to the server's default database: budgetd's own may

@@ -1,4 +1,4 @@
-package schema
+package budgetread
 
 import (
 	"encoding/json"
@@ -8,6 +8,8 @@ import (
 	"math/big"
 	"strconv"
 	"time"
+
+	"github.com/budgetd/budgetd/schema"
 )
 
 // MaxMs bounds every millisecond figure budgetd accepts. 2^53 is the largest
@@ -43,7 +45,8 @@ const (
 )
 
 // ParseGRPCTimeout parses a grpc-timeout header value as the gRPC HTTP/2
-// protocol defines it: 1 to 8 ASCII digits followed by one unit, H (hours),
+// protocol defines it and grpc-go's decoder (internal/transport.decodeTimeout)
+// reads it: 1 to 8 ASCII digits followed by one unit, H (hours),
 // M (minutes), S (seconds), m (milliseconds), u (microseconds) or
 // n (nanoseconds). Signs, spaces, a missing unit and a ninth digit are
 // rejected. A value too large for a time.Duration (only possible in hours) is
@@ -57,7 +60,7 @@ func ParseGRPCTimeout(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// parseGRPCTimeout is ParseGRPCTimeout without the error value, so ReadBudget
+// parseGRPCTimeout is ParseGRPCTimeout without the error value, so Read
 // can reject a value without allocating.
 func parseGRPCTimeout(s string) (time.Duration, string) {
 	if s == "" {
@@ -111,14 +114,18 @@ func grpcTimeoutUnit(c byte) (time.Duration, bool) {
 	return 0, false
 }
 
-// FormatGRPCTimeout encodes d as a grpc-timeout header value. When d can be
+// FormatGRPCTimeout encodes d as a grpc-timeout header value the way
+// grpc-go's own encoder (internal/grpcutil.EncodeDuration) does: in the
+// finest unit whose count, rounded up, fits in 8 digits, so the receiver
+// never gets less time than d and less than one unit more. When d can be
 // written exactly in at most 8 digits of some unit it returns the shortest
-// such encoding ("1S", not "1000m"). Otherwise it rounds up in the finest unit
-// that fits, so the receiver never gets more time than d and loses as little
-// as possible. d ≤ 0 encodes as "0n": the budget is spent.
+// such encoding instead ("1S", not grpc-go's "1000000u"): the same value.
+// d ≤ 0 encodes as "0n": the budget is spent.
 //
 // For every d, ParseGRPCTimeout(FormatGRPCTimeout(d)) succeeds and returns
-// a duration ≥ max(d, 0).
+// a duration ≥ max(d, 0), the one grpc-go's encoding of d decodes to. The
+// cases of budget/testdata/grpc_timeout_cases.json, shared with the budget
+// library, pin it.
 func FormatGRPCTimeout(d time.Duration) string {
 	if d <= 0 {
 		return "0n"
@@ -287,9 +294,9 @@ func parseCount(s string) (uint32, string) {
 // attrNumber reads a numeric attribute: an Int or Double attribute, or a
 // String attribute holding a decimal number (exponent allowed, since
 // fmt.Sprint writes large floats that way). The result lies in ±MaxMs.
-func attrNumber(a Attr) (float64, string) {
+func attrNumber(a schema.Attr) (float64, string) {
 	switch a.Type {
-	case AttrInt:
+	case schema.AttrInt:
 		n, err := strconv.ParseInt(a.Value, 10, 64)
 		switch {
 		case a.Value == "":
@@ -304,7 +311,7 @@ func attrNumber(a Attr) (float64, string) {
 			return 0, reasonOutOfRange
 		}
 		return checkMs(float64(n))
-	case AttrDouble:
+	case schema.AttrDouble:
 		if a.Value == "" {
 			return 0, reasonEmpty
 		}
@@ -313,9 +320,9 @@ func attrNumber(a Attr) (float64, string) {
 			return 0, reasonNotNumber
 		}
 		return checkMs(v) // A range error left v at ±Inf, reported as out of range.
-	case AttrString:
+	case schema.AttrString:
 		return parseDecimal(a.Value, true, true)
-	case AttrEmpty:
+	case schema.AttrEmpty:
 		return 0, reasonEmpty
 	}
 	return 0, reasonWrongType
@@ -325,7 +332,7 @@ func isRangeErr(err error) bool { return errors.Is(err, strconv.ErrRange) }
 
 // attrCount reads an integer attribute ≥ least and ≤ math.MaxUint32, such as
 // budget.attempt (least 1) or http.request.resend_count (least 0).
-func attrCount(a Attr, least float64) (uint32, string) {
+func attrCount(a schema.Attr, least float64) (uint32, string) {
 	v, reason := attrNumber(a)
 	switch {
 	case reason != "":
@@ -350,7 +357,7 @@ func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 // too, because some instrumentations record headers that way. It fails when
 // the attribute has another type, is not a well-formed JSON array of strings,
 // or holds no value.
-func HeaderValue(a Attr) (string, error) {
+func HeaderValue(a schema.Attr) (string, error) {
 	it, reason := newHeaderValues(a)
 	if reason == "" {
 		v, ok, r := it.next()
@@ -364,7 +371,7 @@ func HeaderValue(a Attr) (string, error) {
 
 // headerValues iterates over the values of a header attribute without
 // decoding the JSON array into a slice: spans carry several such attributes
-// and ReadBudget runs once per span.
+// and Read runs once per span.
 type headerValues struct {
 	rest   string // unread part of a validated array body, or the single value
 	single bool   // the attribute was a plain string
@@ -375,17 +382,17 @@ type headerValues struct {
 // newHeaderValues checks a's type and, for a string array, its syntax, so that
 // a malformed array is rejected as a whole rather than after the values read
 // before the damage.
-func newHeaderValues(a Attr) (headerValues, string) {
+func newHeaderValues(a schema.Attr) (headerValues, string) {
 	switch a.Type {
-	case AttrString:
+	case schema.AttrString:
 		return headerValues{rest: a.Value, single: true}, ""
-	case AttrSlice:
+	case schema.AttrSlice:
 		body, ok := arrayBody(a.Value)
 		if !ok || !validStringList(body) {
 			return headerValues{}, reasonBadArray
 		}
 		return headerValues{rest: skipSpace(body)}, ""
-	case AttrEmpty:
+	case schema.AttrEmpty:
 		return headerValues{}, reasonEmpty
 	}
 	return headerValues{}, reasonWrongType

@@ -1,4 +1,4 @@
-package schema
+package budgetread
 
 import (
 	"encoding/json"
@@ -9,90 +9,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/budgetd/budgetd/schema"
 )
-
-func TestParseGRPCTimeout(t *testing.T) {
-	tests := []struct {
-		name    string
-		in      string
-		want    time.Duration
-		wantErr string // substring of the error; "" for success
-	}{
-		{name: "hours", in: "2H", want: 2 * time.Hour},
-		{name: "minutes", in: "3M", want: 3 * time.Minute},
-		{name: "seconds", in: "5S", want: 5 * time.Second},
-		{name: "milliseconds", in: "250m", want: 250 * time.Millisecond},
-		{name: "microseconds", in: "1500u", want: 1500 * time.Microsecond},
-		{name: "nanoseconds", in: "42n", want: 42},
-		{name: "zero is an expired budget", in: "0n", want: 0},
-		{name: "leading zeros", in: "00000007S", want: 7 * time.Second},
-		{name: "eight digits", in: "99999999m", want: 99999999 * time.Millisecond},
-		{name: "eight digits of hours clamp to the largest duration", in: "99999999H", want: math.MaxInt64},
-		{name: "largest hours that fit", in: "2562047H", want: 2562047 * time.Hour},
-		{name: "first hours that overflow clamp", in: "2562048H", want: math.MaxInt64},
-		{name: "eight digits of minutes fit", in: "99999999M", want: 99999999 * time.Minute},
-		{name: "nine digits", in: "123456789m", wantErr: "more than 8 digits"},
-		{name: "nine zeros", in: "000000000n", wantErr: "more than 8 digits"},
-		{name: "missing unit", in: "500", wantErr: "missing unit"},
-		{name: "unit only", in: "S", wantErr: "missing digits"},
-		{name: "empty", in: "", wantErr: "empty"},
-		{name: "unknown unit", in: "5s", wantErr: "unknown unit"},
-		{name: "unit is case sensitive for hours", in: "5h", wantErr: "unknown unit"},
-		{name: "minus sign", in: "-5S", wantErr: "not a digit"},
-		{name: "plus sign", in: "+5S", wantErr: "not a digit"},
-		{name: "leading space", in: " 5S", wantErr: "not a digit"},
-		{name: "trailing space", in: "5S ", wantErr: "unknown unit"},
-		{name: "inner space", in: "5 S", wantErr: "not a digit"},
-		{name: "decimal point", in: "1.5S", wantErr: "not a digit"},
-		{name: "two units", in: "5mS", wantErr: "not a digit"},
-		{name: "non-ASCII digit", in: "٣S", wantErr: "not a digit"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := ParseGRPCTimeout(tt.in)
-			if tt.wantErr != "" {
-				require.ErrorContains(t, err, tt.wantErr)
-				require.ErrorContains(t, err, "parse grpc-timeout")
-				require.Zero(t, got)
-				return
-			}
-			require.NoError(t, err)
-			require.Equal(t, tt.want, got)
-		})
-	}
-}
-
-func TestFormatGRPCTimeout(t *testing.T) {
-	tests := []struct {
-		name string
-		in   time.Duration
-		want string
-	}{
-		{name: "zero", in: 0, want: "0n"},
-		{name: "negative is spent", in: -time.Second, want: "0n"},
-		{name: "one nanosecond", in: 1, want: "1n"},
-		{name: "exact seconds use the largest unit", in: time.Second, want: "1S"},
-		{name: "exact hours", in: 3 * time.Hour, want: "3H"},
-		{name: "exact minutes", in: 90 * time.Minute, want: "90M"},
-		{name: "exact milliseconds", in: 1500 * time.Millisecond, want: "1500m"},
-		{name: "exact microseconds", in: 1500 * time.Microsecond, want: "1500u"},
-		{name: "eight digits of nanoseconds", in: 99999999, want: "99999999n"},
-		{name: "nine digits of nanoseconds round up to microseconds", in: 123456789, want: "123457u"},
-		{name: "exact microseconds beyond eight nanosecond digits", in: 123456000, want: "123456u"},
-		{name: "an hour and a nanosecond round up to milliseconds", in: time.Hour + 1, want: "3600001m"},
-		{name: "largest duration rounds up to hours", in: math.MaxInt64, want: "2562048H"},
-		{name: "largest exact hours", in: 2562047 * time.Hour, want: "2562047H"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := FormatGRPCTimeout(tt.in)
-			require.Equal(t, tt.want, got)
-			back, err := ParseGRPCTimeout(got)
-			require.NoError(t, err)
-			require.GreaterOrEqual(t, back, max(tt.in, 0), "the receiver must never get more time than sent")
-		})
-	}
-}
 
 // TestGRPCTimeoutRoundTrip checks both directions over every unit and a
 // spread of magnitudes: an exactly representable duration survives
@@ -108,7 +27,7 @@ func TestGRPCTimeoutRoundTrip(t *testing.T) {
 		for _, n := range counts {
 			in := time.Duration(n) * u.d
 			if u.d == time.Hour && n > math.MaxInt64/int64(time.Hour) {
-				continue // clamped, covered by TestParseGRPCTimeout
+				continue // clamped, covered by TestGRPCTimeoutCases
 			}
 			back, err := ParseGRPCTimeout(FormatGRPCTimeout(in))
 			require.NoError(t, err)
@@ -174,37 +93,37 @@ func TestParseMillis(t *testing.T) {
 }
 
 func TestHeaderValue(t *testing.T) {
-	const key = AttrHeaderRequestTimeoutMs
+	const key = schema.AttrHeaderRequestTimeoutMs
 	tests := []struct {
 		name    string
-		attr    Attr
+		attr    schema.Attr
 		want    string
 		wantErr string
 	}{
-		{name: "string array", attr: Strings(key, "500"), want: "500"},
-		{name: "first of several", attr: Strings(key, "500", "600"), want: "500"},
-		{name: "plain string", attr: Str(key, "500"), want: "500"},
-		{name: "empty plain string is a value", attr: Str(key, ""), want: ""},
-		{name: "empty element is a value", attr: Strings(key, ""), want: ""},
-		{name: "white space around tokens", attr: Attr{Key: key, Type: AttrSlice, Value: " [ \"5\" ,\n\"6\" ] "}, want: "5"},
-		{name: "escaped digits", attr: Attr{Key: key, Type: AttrSlice, Value: `["\u0035\u0030\u0030"]`}, want: "500"},
-		{name: "escaped quote and backslash", attr: Attr{Key: key, Type: AttrSlice, Value: `["a\"b\\c\/"]`}, want: `a"b\c/`},
-		{name: "escaped HTML as json.Marshal writes it", attr: Strings(key, "<a&b>"), want: "<a&b>"},
-		{name: "surrogate pair", attr: Attr{Key: key, Type: AttrSlice, Value: `["\ud83d\ude00"]`}, want: "😀"},
-		{name: "non-ASCII", attr: Strings(key, "héllo"), want: "héllo"},
-		{name: "comma inside a string", attr: Strings(key, "a,b", "c"), want: "a,b"},
-		{name: "empty array", attr: Strings(key), wantErr: "empty array"},
-		{name: "not an array", attr: Attr{Key: key, Type: AttrSlice, Value: `"500"`}, wantErr: "malformed string array"},
-		{name: "numbers are not strings", attr: Attr{Key: key, Type: AttrSlice, Value: `[500]`}, wantErr: "malformed string array"},
-		{name: "unterminated string", attr: Attr{Key: key, Type: AttrSlice, Value: `["500]`}, wantErr: "malformed string array"},
-		{name: "trailing comma", attr: Attr{Key: key, Type: AttrSlice, Value: `["500",]`}, wantErr: "malformed string array"},
-		{name: "missing comma", attr: Attr{Key: key, Type: AttrSlice, Value: `["5" "6"]`}, wantErr: "malformed string array"},
-		{name: "damage after the first value", attr: Attr{Key: key, Type: AttrSlice, Value: `["5", x]`}, wantErr: "malformed string array"},
-		{name: "unknown escape", attr: Attr{Key: key, Type: AttrSlice, Value: `["\x35"]`}, wantErr: "malformed string array"},
-		{name: "short unicode escape", attr: Attr{Key: key, Type: AttrSlice, Value: `["\u35"]`}, wantErr: "malformed string array"},
-		{name: "raw control character", attr: Attr{Key: key, Type: AttrSlice, Value: "[\"5\t\"]"}, wantErr: "malformed string array"},
-		{name: "int attribute", attr: Int(key, 500), wantErr: "wrong type"},
-		{name: "empty attribute", attr: Attr{Key: key, Type: AttrEmpty}, wantErr: "empty"},
+		{name: "string array", attr: schema.Strings(key, "500"), want: "500"},
+		{name: "first of several", attr: schema.Strings(key, "500", "600"), want: "500"},
+		{name: "plain string", attr: schema.Str(key, "500"), want: "500"},
+		{name: "empty plain string is a value", attr: schema.Str(key, ""), want: ""},
+		{name: "empty element is a value", attr: schema.Strings(key, ""), want: ""},
+		{name: "white space around tokens", attr: schema.Attr{Key: key, Type: schema.AttrSlice, Value: " [ \"5\" ,\n\"6\" ] "}, want: "5"},
+		{name: "escaped digits", attr: schema.Attr{Key: key, Type: schema.AttrSlice, Value: `["\u0035\u0030\u0030"]`}, want: "500"},
+		{name: "escaped quote and backslash", attr: schema.Attr{Key: key, Type: schema.AttrSlice, Value: `["a\"b\\c\/"]`}, want: `a"b\c/`},
+		{name: "escaped HTML as json.Marshal writes it", attr: schema.Strings(key, "<a&b>"), want: "<a&b>"},
+		{name: "surrogate pair", attr: schema.Attr{Key: key, Type: schema.AttrSlice, Value: `["\ud83d\ude00"]`}, want: "😀"},
+		{name: "non-ASCII", attr: schema.Strings(key, "héllo"), want: "héllo"},
+		{name: "comma inside a string", attr: schema.Strings(key, "a,b", "c"), want: "a,b"},
+		{name: "empty array", attr: schema.Strings(key), wantErr: "empty array"},
+		{name: "not an array", attr: schema.Attr{Key: key, Type: schema.AttrSlice, Value: `"500"`}, wantErr: "malformed string array"},
+		{name: "numbers are not strings", attr: schema.Attr{Key: key, Type: schema.AttrSlice, Value: `[500]`}, wantErr: "malformed string array"},
+		{name: "unterminated string", attr: schema.Attr{Key: key, Type: schema.AttrSlice, Value: `["500]`}, wantErr: "malformed string array"},
+		{name: "trailing comma", attr: schema.Attr{Key: key, Type: schema.AttrSlice, Value: `["500",]`}, wantErr: "malformed string array"},
+		{name: "missing comma", attr: schema.Attr{Key: key, Type: schema.AttrSlice, Value: `["5" "6"]`}, wantErr: "malformed string array"},
+		{name: "damage after the first value", attr: schema.Attr{Key: key, Type: schema.AttrSlice, Value: `["5", x]`}, wantErr: "malformed string array"},
+		{name: "unknown escape", attr: schema.Attr{Key: key, Type: schema.AttrSlice, Value: `["\x35"]`}, wantErr: "malformed string array"},
+		{name: "short unicode escape", attr: schema.Attr{Key: key, Type: schema.AttrSlice, Value: `["\u35"]`}, wantErr: "malformed string array"},
+		{name: "raw control character", attr: schema.Attr{Key: key, Type: schema.AttrSlice, Value: "[\"5\t\"]"}, wantErr: "malformed string array"},
+		{name: "int attribute", attr: schema.Int(key, 500), wantErr: "wrong type"},
+		{name: "empty attribute", attr: schema.Attr{Key: key, Type: schema.AttrEmpty}, wantErr: "empty"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -216,7 +135,7 @@ func TestHeaderValue(t *testing.T) {
 			}
 			require.NoError(t, err)
 			require.Equal(t, tt.want, got)
-			if tt.attr.Type == AttrSlice {
+			if tt.attr.Type == schema.AttrSlice {
 				var all []string
 				require.NoError(t, json.Unmarshal([]byte(tt.attr.Value), &all))
 				require.Equal(t, all[0], got, "must decode as encoding/json does")

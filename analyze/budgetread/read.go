@@ -1,12 +1,14 @@
-package schema
+package budgetread
 
 import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/budgetd/budgetd/schema"
 )
 
-// budgetKey numbers the attributes ReadBudget looks at, so one pass over a
+// budgetKey numbers the attributes Read looks at, so one pass over a
 // span's attributes can note where each one is without building a map.
 type budgetKey uint8
 
@@ -44,22 +46,22 @@ const (
 // budgetKeyNames is the attribute name of each budgetKey, the inverse of
 // budgetKeyOf (TestBudgetKeyNames keeps the two in step).
 var budgetKeyNames = [numBudgetKeys]string{
-	keyRemaining: AttrRemainingMs, keySource: AttrSource, keyTimeout: AttrTimeoutMs,
-	keyPropagated: AttrPropagatedMs, keyAttempt: AttrAttempt, keyMaxAttempts: AttrMaxAttempts,
-	keyBackoff: AttrBackoffMs, keyRejected: AttrRejected,
-	keyHeaderTimeoutMs: AttrHeaderRequestTimeoutMs, keyHeaderGRPCTimeout: AttrHeaderGRPCTimeout,
-	keyMetadataGRPCTimeout: AttrMetadataGRPCTimeout, keyHeaderEnvoyExpected: AttrHeaderEnvoyExpectedMs,
-	keyHeaderDeadline: AttrHeaderRequestDeadline,
-	keyResendCount:    AttrHTTPResendCount, keyPreviousAttempts: AttrGRPCPreviousAttempts, keyEnvoyAttempt: AttrHeaderEnvoyAttempt,
-	keyErrorType: AttrErrorType, keyHTTPStatus: AttrHTTPStatusCode, keyGRPCStatus: AttrRPCGRPCStatusCode,
-	keyRPCStatus: AttrRPCResponseStatusCode, keyHTTPStatusOld: AttrHTTPStatusCodeOld,
-	keyRPCSystemName: AttrRPCSystemName, keyRPCSystem: AttrRPCSystem,
+	keyRemaining: schema.AttrRemainingMs, keySource: schema.AttrSource, keyTimeout: schema.AttrTimeoutMs,
+	keyPropagated: schema.AttrPropagatedMs, keyAttempt: schema.AttrAttempt, keyMaxAttempts: schema.AttrMaxAttempts,
+	keyBackoff: schema.AttrBackoffMs, keyRejected: schema.AttrRejected,
+	keyHeaderTimeoutMs: schema.AttrHeaderRequestTimeoutMs, keyHeaderGRPCTimeout: schema.AttrHeaderGRPCTimeout,
+	keyMetadataGRPCTimeout: schema.AttrMetadataGRPCTimeout, keyHeaderEnvoyExpected: schema.AttrHeaderEnvoyExpectedMs,
+	keyHeaderDeadline: schema.AttrHeaderRequestDeadline,
+	keyResendCount:    schema.AttrHTTPResendCount, keyPreviousAttempts: schema.AttrGRPCPreviousAttempts, keyEnvoyAttempt: schema.AttrHeaderEnvoyAttempt,
+	keyErrorType: schema.AttrErrorType, keyHTTPStatus: schema.AttrHTTPStatusCode, keyGRPCStatus: schema.AttrRPCGRPCStatusCode,
+	keyRPCStatus: schema.AttrRPCResponseStatusCode, keyHTTPStatusOld: schema.AttrHTTPStatusCodeOld,
+	keyRPCSystemName: schema.AttrRPCSystemName, keyRPCSystem: schema.AttrRPCSystem,
 }
 
-// BudgetAttrName returns the contract's own copy of key when key is a
-// budget attribute (IsBudgetAttr), so code that holds many spans can share
+// AttrName returns the contract's own copy of key when key is a
+// budget attribute (IsAttr), so code that holds many spans can share
 // one string per name instead of keeping a copy per span.
-func BudgetAttrName(key string) (string, bool) {
+func AttrName(key string) (string, bool) {
 	k, ok := budgetKeyOf(key)
 	if !ok {
 		return "", false
@@ -69,60 +71,60 @@ func BudgetAttrName(key string) (string, bool) {
 
 func budgetKeyOf(key string) (budgetKey, bool) {
 	switch key {
-	case AttrRemainingMs:
+	case schema.AttrRemainingMs:
 		return keyRemaining, true
-	case AttrSource:
+	case schema.AttrSource:
 		return keySource, true
-	case AttrTimeoutMs:
+	case schema.AttrTimeoutMs:
 		return keyTimeout, true
-	case AttrPropagatedMs:
+	case schema.AttrPropagatedMs:
 		return keyPropagated, true
-	case AttrAttempt:
+	case schema.AttrAttempt:
 		return keyAttempt, true
-	case AttrMaxAttempts:
+	case schema.AttrMaxAttempts:
 		return keyMaxAttempts, true
-	case AttrBackoffMs:
+	case schema.AttrBackoffMs:
 		return keyBackoff, true
-	case AttrRejected:
+	case schema.AttrRejected:
 		return keyRejected, true
-	case AttrHeaderRequestTimeoutMs:
+	case schema.AttrHeaderRequestTimeoutMs:
 		return keyHeaderTimeoutMs, true
-	case AttrHeaderGRPCTimeout:
+	case schema.AttrHeaderGRPCTimeout:
 		return keyHeaderGRPCTimeout, true
-	case AttrMetadataGRPCTimeout:
+	case schema.AttrMetadataGRPCTimeout:
 		return keyMetadataGRPCTimeout, true
-	case AttrHeaderEnvoyExpectedMs:
+	case schema.AttrHeaderEnvoyExpectedMs:
 		return keyHeaderEnvoyExpected, true
-	case AttrHeaderRequestDeadline:
+	case schema.AttrHeaderRequestDeadline:
 		return keyHeaderDeadline, true
-	case AttrHTTPResendCount:
+	case schema.AttrHTTPResendCount:
 		return keyResendCount, true
-	case AttrGRPCPreviousAttempts:
+	case schema.AttrGRPCPreviousAttempts:
 		return keyPreviousAttempts, true
-	case AttrHeaderEnvoyAttempt:
+	case schema.AttrHeaderEnvoyAttempt:
 		return keyEnvoyAttempt, true
-	case AttrErrorType:
+	case schema.AttrErrorType:
 		return keyErrorType, true
-	case AttrHTTPStatusCode:
+	case schema.AttrHTTPStatusCode:
 		return keyHTTPStatus, true
-	case AttrRPCGRPCStatusCode:
+	case schema.AttrRPCGRPCStatusCode:
 		return keyGRPCStatus, true
-	case AttrRPCResponseStatusCode:
+	case schema.AttrRPCResponseStatusCode:
 		return keyRPCStatus, true
-	case AttrHTTPStatusCodeOld:
+	case schema.AttrHTTPStatusCodeOld:
 		return keyHTTPStatusOld, true
-	case AttrRPCSystemName:
+	case schema.AttrRPCSystemName:
 		return keyRPCSystemName, true
-	case AttrRPCSystem:
+	case schema.AttrRPCSystem:
 		return keyRPCSystem, true
 	}
 	return 0, false
 }
 
-// budgetReader holds the state of one ReadBudget call.
+// budgetReader holds the state of one Read call.
 type budgetReader struct {
-	span *Span
-	f    BudgetFacts
+	span *schema.Span
+	f    Facts
 	at   [numBudgetKeys]int32 // index+1 of each attribute in span.Attrs, 0 when absent
 	// slab backs the float pointers of f, so a span costs one allocation
 	// for all of them rather than one each.
@@ -130,14 +132,14 @@ type budgetReader struct {
 	used int
 }
 
-// ReadBudget returns the budget facts of s: the budget.* attributes and
+// Read returns the budget facts of s: the budget.* attributes and
 // budget.cancelled events of the contract in DESIGN §4 and
 // docs/attributes.md, with the budget and the attempt number inferred from
 // request headers and metadata where the span does not record them.
 //
 // It never fails. A value that cannot be used (wrong type, malformed,
 // negative where that makes no sense, not finite, beyond MaxMs, empty, or a
-// repeated key) is ignored and listed in BudgetFacts.Invalid, so callers can
+// repeated key) is ignored and listed in Facts.Invalid, so callers can
 // count it. Every contract attribute present on the span is checked, even a
 // fallback that a recorded value makes unnecessary, so that a broken header
 // shows up before it is needed. Invalid is in a fixed order (repeated keys,
@@ -159,9 +161,9 @@ type budgetReader struct {
 // Attempt fallbacks, when budget.attempt is absent or unusable:
 // http.request.resend_count + 1, grpc-previous-rpc-attempts + 1, then
 // x-envoy-attempt-count (already 1-based).
-func ReadBudget(s *Span) BudgetFacts {
+func Read(s *schema.Span) Facts {
 	if s == nil {
-		return BudgetFacts{}
+		return Facts{}
 	}
 	r := budgetReader{span: s}
 	for i := range s.Attrs {
@@ -186,11 +188,11 @@ func ReadBudget(s *Span) BudgetFacts {
 	return r.f
 }
 
-func (r *budgetReader) attr(k budgetKey) (Attr, bool) {
+func (r *budgetReader) attr(k budgetKey) (schema.Attr, bool) {
 	if i := r.at[k]; i != 0 {
 		return r.span.Attrs[i-1], true
 	}
-	return Attr{}, false
+	return schema.Attr{}, false
 }
 
 func (r *budgetReader) invalid(key, reason string) {
@@ -251,12 +253,12 @@ func (r *budgetReader) readRecorded() {
 	r.f.MaxAttempts = r.count(keyMaxAttempts)
 
 	if a, ok := r.attr(keySource); ok {
-		switch src := BudgetSource(a.Value); {
-		case a.Type == AttrEmpty:
+		switch src := schema.BudgetSource(a.Value); {
+		case a.Type == schema.AttrEmpty:
 			r.invalid(a.Key, reasonEmpty)
-		case a.Type != AttrString:
+		case a.Type != schema.AttrString:
 			r.invalid(a.Key, reasonWrongType)
-		case src == SourcePropagated || src == SourceEdge || src == SourceDefault || src == SourceNone:
+		case src == schema.SourcePropagated || src == schema.SourceEdge || src == schema.SourceDefault || src == schema.SourceNone:
 			r.f.Source = src
 		case src == "":
 			r.invalid(a.Key, reasonEmpty)
@@ -267,9 +269,9 @@ func (r *budgetReader) readRecorded() {
 
 	if a, ok := r.attr(keyRejected); ok {
 		switch {
-		case a.Type == AttrEmpty:
+		case a.Type == schema.AttrEmpty:
 			r.invalid(a.Key, reasonEmpty)
-		case a.Type != AttrBool && a.Type != AttrString:
+		case a.Type != schema.AttrBool && a.Type != schema.AttrString:
 			r.invalid(a.Key, reasonWrongType)
 		case strings.EqualFold(a.Value, "true"):
 			r.f.Rejected = true
@@ -313,7 +315,7 @@ func (r *budgetReader) inferBudget() {
 // headerBudget returns the budget in ms carried by the first usable value of
 // the fallback header a, or records why none was usable (the reason of the
 // first bad value).
-func (r *budgetReader) headerBudget(k budgetKey, a Attr) (float64, bool) {
+func (r *budgetReader) headerBudget(k budgetKey, a schema.Attr) (float64, bool) {
 	return firstUsable(r, a, func(h string) (float64, string) {
 		switch k {
 		case keyHeaderGRPCTimeout, keyMetadataGRPCTimeout:
@@ -331,7 +333,7 @@ func (r *budgetReader) headerBudget(k budgetKey, a Attr) (float64, bool) {
 // accepts (parse returns a reason for a value it refuses). When none is
 // usable it records the reason of the first refusal, or of the attribute's
 // shape, and reports false.
-func firstUsable[T any](r *budgetReader, a Attr, parse func(string) (T, string)) (T, bool) {
+func firstUsable[T any](r *budgetReader, a schema.Attr, parse func(string) (T, string)) (T, bool) {
 	var zero T
 	it, reason := newHeaderValues(a)
 	if reason != "" {
@@ -407,7 +409,7 @@ func (r *budgetReader) inferAttempt() {
 
 // headerCount returns the 1-based attempt number carried by the first usable
 // value of the attempt header a, or records why none was usable.
-func (r *budgetReader) headerCount(k budgetKey, a Attr) (uint32, bool) {
+func (r *budgetReader) headerCount(k budgetKey, a schema.Attr) (uint32, bool) {
 	return firstUsable(r, a, func(h string) (uint32, string) {
 		n, why := parseCount(h)
 		switch {
@@ -467,7 +469,7 @@ func (r *budgetReader) readTimedOut() {
 	v := verdictNone
 	if a, ok := r.attr(keyErrorType); ok {
 		switch {
-		case a.Type != AttrString:
+		case a.Type != schema.AttrString:
 			r.invalid(a.Key, reasonWrongType)
 		case a.Value == "":
 			r.invalid(a.Key, reasonEmpty)
@@ -484,7 +486,7 @@ func (r *budgetReader) readTimedOut() {
 	}
 	if a, ok := r.attr(keyRPCStatus); ok {
 		switch {
-		case a.Type != AttrString:
+		case a.Type != schema.AttrString:
 			r.invalid(a.Key, reasonWrongType)
 		case a.Value == "":
 			r.invalid(a.Key, reasonEmpty)
@@ -494,7 +496,7 @@ func (r *budgetReader) readTimedOut() {
 		}
 	}
 	v = max(v, r.httpVerdict())
-	if r.span.StatusCode == StatusError && !rpc {
+	if r.span.StatusCode == schema.StatusError && !rpc {
 		v = max(v, freeTextVerdict(r.span))
 	}
 	r.f.TimedOut = v != verdictNone
@@ -560,7 +562,7 @@ func (r *budgetReader) isGRPC() bool {
 	if !ok {
 		a, ok = r.attr(keyRPCSystem)
 	}
-	return ok && a.Type == AttrString && strings.EqualFold(a.Value, "grpc")
+	return ok && a.Type == schema.AttrString && strings.EqualFold(a.Value, "grpc")
 }
 
 func allDigits(s string) bool {
@@ -608,10 +610,10 @@ const maxEvidenceText = 4096
 
 // freeTextVerdict reads the free-text evidence of a failed span: its status
 // description and its exception events, the highest verdict winning.
-func freeTextVerdict(s *Span) verdict {
+func freeTextVerdict(s *schema.Span) verdict {
 	v := textVerdict(s.StatusMessage)
 	for i := range s.Events {
-		if s.Events[i].Name == EventException {
+		if s.Events[i].Name == schema.EventException {
 			v = max(v, exceptionVerdict(s.Events[i].Attrs))
 		}
 	}
@@ -625,27 +627,27 @@ func freeTextVerdict(s *Span) verdict {
 // type such as *url.Error or *errors.errorString, which the Go SDK records)
 // or a missing type says nothing, so the message decides. The message of any
 // other type (ValueError: "timeout must be positive") is not read.
-func exceptionVerdict(as Attributes) verdict {
-	typ, hasType := stringAttr(as, AttrExceptionType)
+func exceptionVerdict(as schema.Attributes) verdict {
+	typ, hasType := stringAttr(as, schema.AttrExceptionType)
 	switch v := nameVerdict(typ); {
 	case v == verdictTimeout:
 		return v
 	case v == verdictCancelled:
-		msg, _ := stringAttr(as, AttrExceptionMessage)
+		msg, _ := stringAttr(as, schema.AttrExceptionMessage)
 		if m := textVerdict(msg); m == verdictTimeout || m == verdictTimerCancel {
 			return verdictTimerCancel
 		}
 		return v
 	case !hasType || typ == "" || typ[0] == '*':
-		msg, _ := stringAttr(as, AttrExceptionMessage)
+		msg, _ := stringAttr(as, schema.AttrExceptionMessage)
 		return textVerdict(msg)
 	}
 	return verdictNone
 }
 
-func stringAttr(as Attributes, key string) (string, bool) {
+func stringAttr(as schema.Attributes, key string) (string, bool) {
 	a, ok := as.Get(key)
-	if !ok || a.Type != AttrString {
+	if !ok || a.Type != schema.AttrString {
 		return "", false
 	}
 	return a.Value, true
@@ -729,12 +731,12 @@ func grpcStatusVerdict(s string) (verdict, bool) {
 }
 
 // StatusEvidence returns a short constant status description that
-// ReadBudget reads as the same verdict (timeout, cancellation or neither) as
+// Read reads as the same verdict (timeout, cancellation or neither) as
 // the status description and exception events of s together, or "" when
 // they say neither or s did not fail. Holders of many spans (trace assembly)
 // keep it in place of both, so a held span costs no text for them.
-func StatusEvidence(s *Span) string {
-	if s.StatusCode != StatusError {
+func StatusEvidence(s *schema.Span) string {
+	if s.StatusCode != schema.StatusError {
 		return ""
 	}
 	return evidenceText(freeTextVerdict(s))
@@ -754,7 +756,7 @@ func evidenceText(v verdict) string {
 	return ""
 }
 
-func (r *budgetReader) statusCode(a Attr) (uint32, bool) {
+func (r *budgetReader) statusCode(a schema.Attr) (uint32, bool) {
 	n, reason := attrCount(a, 0)
 	if reason != "" {
 		r.invalid(a.Key, reason)
@@ -769,13 +771,13 @@ func (r *budgetReader) statusCode(a Attr) (uint32, bool) {
 func (r *budgetReader) readCancellations() {
 	for i := range r.span.Events {
 		e := &r.span.Events[i]
-		if e.Name != EventCancelled {
+		if e.Name != schema.EventCancelled {
 			continue
 		}
 		c := Cancellation{TimeNs: e.TimeNs}
-		if a, ok := e.Attrs.Get(AttrCancelSource); ok {
+		if a, ok := e.Attrs.Get(schema.AttrCancelSource); ok {
 			switch {
-			case a.Type != AttrString:
+			case a.Type != schema.AttrString:
 				r.invalid(a.Key, reasonWrongType)
 			case a.Value == "caller_disconnect" || a.Value == "deadline" || a.Value == "upstream":
 				c.Source = a.Value
@@ -810,11 +812,11 @@ func containsFold(s, sub string) bool {
 	return false
 }
 
-// IsBudgetAttr reports whether ReadBudget reads the attribute key: a budget.*
+// IsAttr reports whether Read reads the attribute key: a budget.*
 // attribute, one of its header fallbacks, a status that marks a timeout, or
 // the RPC system that says how to read a status code.
 // Holders of many spans (trace assembly) keep only these and drop the rest.
-func IsBudgetAttr(key string) bool {
+func IsAttr(key string) bool {
 	_, ok := budgetKeyOf(key)
 	return ok
 }
