@@ -494,3 +494,35 @@ func TestReadyzChecksAndWarnings(t *testing.T) {
 	require.Equal(t, "not ready", body.Status)
 	require.Equal(t, stalled.Error(), body.Reason)
 }
+
+// TestTraceTruncated reads a trace of 20 spans that share a resource of
+// 1,024 attributes of 2 KiB (about 2.1 MiB each as stored): the answer
+// holds the spans within 32 MiB of span data and says it is partial.
+func TestTraceTruncated(t *testing.T) {
+	st := engines()[0].open(t)
+	res := make(schema.Attributes, 1024)
+	for i := range res {
+		res[i] = schema.Str(fmt.Sprintf("resource.attribute.%04d", i), strings.Repeat("v", 2048))
+	}
+	var id schema.TraceID
+	id[0], id[15] = 0x7e, 1
+	start := uint64(detectedAt.Add(-time.Minute).UnixNano())
+	spans := make([]schema.Span, 20)
+	for i := range spans {
+		var sid schema.SpanID
+		sid[0], sid[7] = 0x5a, byte(i+1)
+		spans[i] = schema.Span{TraceID: id, SpanID: sid, Service: "svc", Name: "op", Kind: schema.KindServer,
+			StartNs: start + uint64(i), EndNs: start + 1000, ResourceAttrs: res}
+	}
+	require.NoError(t, st.WriteSpans(context.Background(), "big-trace", spans))
+	ts := newTestServer(t, st)
+	var body struct {
+		Spans      []json.RawMessage `json:"spans"`
+		Truncated  bool              `json:"truncated"`
+		Truncation string            `json:"truncation"`
+	}
+	require.Equal(t, http.StatusOK, get(t, ts, "/api/v1/traces/"+id.String(), &body))
+	require.True(t, body.Truncated)
+	require.Len(t, body.Spans, 15, "32 MiB hold 15 spans of about 2.1 MiB")
+	require.Equal(t, "showing the first 15 spans: the trace holds more than 20000 spans or 32 MiB of span data", body.Truncation)
+}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sort"
 	"time"
@@ -248,6 +249,10 @@ func (s *Server) edges(c *gin.Context) {
 // ones): a browser cannot draw more, and the answer must stay bounded.
 const maxTraceSpans = 20_000
 
+// maxTraceBytes caps the span data GET /traces/{trace_id} reads (see
+// store.TraceLimits.Bytes); the JSON answer is about twice as large.
+const maxTraceBytes = 32 << 20
+
 // spanJSON is one span of GET /traces/{trace_id} with its budget chain.
 type spanJSON struct {
 	SpanID        string            `json:"span_id"`
@@ -316,7 +321,7 @@ func (s *Server) trace(c *gin.Context) {
 		return
 	}
 	defer cancel()
-	spans, err := s.store.Trace(ctx, id, maxTraceSpans)
+	spans, truncated, err := s.store.Trace(ctx, id, store.TraceLimits{Spans: maxTraceSpans, Bytes: maxTraceBytes})
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -367,7 +372,13 @@ func (s *Server) trace(c *gin.Context) {
 		findings = []schema.Finding{}
 	}
 	sort.SliceStable(findings, func(i, j int) bool { return findings[i].ID < findings[j].ID })
-	c.JSON(http.StatusOK, gin.H{"trace_id": id.String(), "spans": out, "findings": findings})
+	body := gin.H{"trace_id": id.String(), "spans": out, "findings": findings}
+	if truncated {
+		body["truncated"] = true
+		body["truncation"] = fmt.Sprintf("showing the first %d spans: the trace holds more than %d spans or %d MiB of span data",
+			len(out), maxTraceSpans, maxTraceBytes>>20)
+	}
+	c.JSON(http.StatusOK, body)
 }
 
 // summaryJSON is GET /summary.

@@ -70,7 +70,7 @@ func Queries(ctx context.Context, st *chsql.Store, runs int) (map[string][2]time
 	}
 	queries := map[string]func() error{
 		"trace by id": func() error {
-			_, err := st.Trace(ctx, spans[rand.IntN(len(spans))].TraceID, 0)
+			_, _, err := st.Trace(ctx, spans[rand.IntN(len(spans))].TraceID, store.TraceLimits{})
 			return err
 		},
 		"findings first page": func() error {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/budgetd/budgetd/proctest"
 	"github.com/budgetd/budgetd/schema"
+	"github.com/budgetd/budgetd/store"
 	"github.com/budgetd/budgetd/store/chsql"
 )
 
@@ -111,7 +112,7 @@ service:
 				require.Equal(t, uint64(collectorSpans), distinct, "spans stored over %s", tg.name)
 				require.Equal(t, uint64(collectorSpans), rows, "spans stored exactly once over %s", tg.name)
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				got, err := tg.st.Trace(ctx, sent, 0)
+				got, _, err := tg.st.Trace(ctx, sent, store.TraceLimits{})
 				cancel()
 				require.NoError(t, err)
 				if first == nil {

@@ -22,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/budgetd/budgetd/schema"
+	"github.com/budgetd/budgetd/store"
 )
 
 // sdkClient builds an OpenTelemetry Go SDK exporter aimed at a test server.
@@ -85,7 +86,7 @@ func TestSDKExporters(t *testing.T) {
 					for i, s := range sent {
 						want[i] = schemaSpan(s)
 					}
-					got, err := st.Trace(ctx, want[0].TraceID, 0)
+					got, _, err := st.Trace(ctx, want[0].TraceID, store.TraceLimits{})
 					require.NoError(t, err)
 					sortSpans(want)
 					sortSpans(got)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/budgetd/budgetd/durable"
 	"github.com/budgetd/budgetd/schema"
+	"github.com/budgetd/budgetd/store"
 )
 
 // bomb returns n zero bytes compressed with contentEncoding: a small body
@@ -275,7 +276,7 @@ func TestStoredAsConverted(t *testing.T) {
 			tt.send(td)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			got, err := st.Trace(ctx, want[0].TraceID, 0)
+			got, _, err := st.Trace(ctx, want[0].TraceID, store.TraceLimits{})
 			require.NoError(t, err)
 			require.Equal(t, want, got)
 		})

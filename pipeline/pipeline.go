@@ -255,15 +255,21 @@ func (p *Pipeline) process(ctx context.Context, flush bool) error {
 	})
 }
 
+// maxReadTraceBytes bounds the stored spans a re-opened trace reads back
+// (store.TraceLimits.Bytes).
+const maxReadTraceBytes = 64 << 20
+
 // mergeStored completes a re-opened trace with the spans stored before its
 // late spans arrived. When the store cannot be read, the late spans are
 // analysed alone (and the failure counted): partial analysis beats none.
 func (p *Pipeline) mergeStored(ctx context.Context, tr analyze.Assembled) []schema.Span {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.WriteTimeout)
 	defer cancel()
-	// Read no more than a trace may hold in assembly: a late span on a huge
-	// trace must not pull the whole trace into memory.
-	stored, err := p.store.Trace(ctx, tr.ID, p.cfg.Assembly.MaxSpansPerTrace)
+	// Read no more than a trace may hold in assembly, in spans and in
+	// bytes: a late span on a huge trace must not pull the whole trace
+	// into memory. The spans are compacted to what the detectors read at
+	// once.
+	stored, _, err := p.store.Trace(ctx, tr.ID, store.TraceLimits{Spans: p.cfg.Assembly.MaxSpansPerTrace, Bytes: maxReadTraceBytes})
 	if err != nil {
 		if !errors.Is(err, store.ErrNotFound) {
 			p.metrics.readErrors.Inc()
@@ -271,8 +277,9 @@ func (p *Pipeline) mergeStored(ctx context.Context, tr analyze.Assembled) []sche
 		return tr.Spans
 	}
 	seen := make(map[schema.SpanID]struct{}, len(stored))
-	for _, s := range stored {
-		seen[s.SpanID] = struct{}{}
+	for i := range stored {
+		stored[i] = analyze.Compact(stored[i])
+		seen[stored[i].SpanID] = struct{}{}
 	}
 	for _, s := range tr.Spans {
 		if _, dup := seen[s.SpanID]; !dup {

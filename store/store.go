@@ -41,9 +41,9 @@ type Store interface {
 	// superseded findings, only for the traces recorded here.
 	WriteReanalysed(ctx context.Context, token string, traces []schema.TraceID, analyzedNs uint64) error
 
-	// Trace returns the stored spans of a trace in start order — the first
-	// limit of them, or all when limit is 0 — or ErrNotFound.
-	Trace(ctx context.Context, id schema.TraceID, limit int) ([]schema.Span, error)
+	// Trace returns the stored spans of a trace in start order, the first
+	// of them within lim, and whether lim left some out; or ErrNotFound.
+	Trace(ctx context.Context, id schema.TraceID, lim TraceLimits) (spans []schema.Span, truncated bool, err error)
 	// TraceHops returns the analysed hops of a trace, in start order.
 	TraceHops(ctx context.Context, id schema.TraceID) ([]schema.Hop, error)
 	// Spans returns spans that started inside the window, grouped by trace,
@@ -71,6 +71,18 @@ type Store interface {
 	SchemaVersion(ctx context.Context) (applied, known int, err error)
 	// Close releases the engine. No call may be in flight or follow.
 	Close() error
+}
+
+// TraceLimits bound a trace read. Zero fields do not bound.
+type TraceLimits struct {
+	// Spans is the most spans returned.
+	Spans int
+	// Bytes bounds the spans' size (their strings, attributes, events and
+	// links, resource attributes included); the first span is returned
+	// whatever its size. A span's attributes are bounded by the ingest
+	// limits, its count of them is not: 108 spans of 1,024 attributes of
+	// 2 KiB are 228 MB.
+	Bytes int64
 }
 
 // Window is an inclusive time range in Unix nanoseconds. A zero Until means

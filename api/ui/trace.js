@@ -47,6 +47,7 @@ export async function renderTrace(route, signal) {
   const page = h('section', { class: 'page-trace' },
     h('p', { class: 'crumbs' }, h('a', { href: '#/findings' }, 'Findings'), ' / trace'),
     h('h1', null, 'Trace ', h('code', { class: 'trace-id' }, tr.trace_id)),
+    tr.truncated ? h('p', { class: 'truncated', role: 'status' }, `Partial trace: ${tr.truncation}.`) : null,
     overview(tr),
     findingsList(tr, selectedFinding),
     legend(tr.spans.some((s) => inferredTimeout(s.budget) !== null || inferredRemaining(s.budget) !== null)),

@@ -132,11 +132,11 @@ func (s *Store) querySpans(ctx context.Context, query string, params Params) ([]
 // so the spans scan is limited to its services and time range. A span
 // stored twice (a sender's retry after a lost acknowledgement arrives as a
 // new batch) is returned once.
-func (s *Store) Trace(ctx context.Context, id schema.TraceID, limit int) ([]schema.Span, error) {
+func (s *Store) Trace(ctx context.Context, id schema.TraceID, lim store.TraceLimits) ([]schema.Span, bool, error) {
 	rows, err := s.conn.Query(ctx, "SELECT service, min(start_ns), max(end_ns) FROM "+s.db+
 		".trace_index WHERE trace_id = {id:String} GROUP BY service ORDER BY service", Params{P("id", id.String())})
 	if err != nil {
-		return nil, wrapCtx(ctx, fmt.Errorf("look up trace: %w", err))
+		return nil, false, wrapCtx(ctx, fmt.Errorf("look up trace: %w", err))
 	}
 	params := Params{P("id", id.String())}
 	var services []string
@@ -146,7 +146,7 @@ func (s *Store) Trace(ctx context.Context, id schema.TraceID, limit int) ([]sche
 		var start, end uint64
 		if err := rows.Scan(&svc, &start, &end); err != nil {
 			rows.Close()
-			return nil, wrapCtx(ctx, fmt.Errorf("scan trace index: %w", err))
+			return nil, false, wrapCtx(ctx, fmt.Errorf("scan trace index: %w", err))
 		}
 		params = append(params, P("s"+strconv.Itoa(len(services)), svc))
 		services = append(services, svc)
@@ -155,27 +155,93 @@ func (s *Store) Trace(ctx context.Context, id schema.TraceID, limit int) ([]sche
 	err = rows.Err()
 	rows.Close()
 	if err != nil {
-		return nil, wrapCtx(ctx, fmt.Errorf("look up trace: %w", err))
+		return nil, false, wrapCtx(ctx, fmt.Errorf("look up trace: %w", err))
 	}
 	if len(services) == 0 {
-		return nil, store.ErrNotFound
+		return nil, false, store.ErrNotFound
 	}
 	params = append(params, P("lo", lo), P("hi", hi))
-	q := "SELECT " + strings.Join(spanColumns, ", ") + " FROM " + s.db + ".spans WHERE trace_id = {id:String}" +
+	from := " FROM " + s.db + ".spans WHERE trace_id = {id:String}" +
 		" AND service IN (" + inList("s", "String", len(services)) + ")" +
 		" AND start_ns >= {lo:UInt64} AND start_ns <= {hi:UInt64}" +
 		" ORDER BY start_ns, span_id LIMIT 1 BY span_id"
+	limit, truncated := lim.Spans, false
+	if lim.Bytes > 0 {
+		// Sizes first, so a trace of huge spans is never read whole.
+		n, total, err := s.spansWithin(ctx, from, params, lim)
+		if err != nil {
+			return nil, false, err
+		}
+		if n < total {
+			limit, truncated = n, true
+		}
+	}
+	q := "SELECT " + strings.Join(spanColumns, ", ") + from
 	if limit > 0 {
 		q += " LIMIT " + strconv.Itoa(limit)
 	}
 	spans, err := s.querySpans(ctx, q, params)
 	if err != nil {
-		return nil, fmt.Errorf("read trace: %w", err)
+		return nil, false, fmt.Errorf("read trace: %w", err)
 	}
 	if len(spans) == 0 {
-		return nil, store.ErrNotFound
+		return nil, false, store.ErrNotFound
 	}
-	return spans, nil
+	if lim.Bytes == 0 && lim.Spans > 0 && len(spans) == lim.Spans {
+		truncated, err = s.moreThan(ctx, from, params, lim.Spans)
+		if err != nil {
+			return nil, false, err
+		}
+	}
+	return spans, truncated, nil
+}
+
+// spanBytes is the size of a span row as TraceLimits.Bytes counts it: its
+// strings and the keys and values of its attributes, events and links, its
+// resource's included.
+const spanBytes = "(200 + length(name) + length(status_message) + length(trace_state) + length(scope_name) + length(service)" +
+	" + arraySum(arrayMap(x -> length(x), arrayConcat(resource_attr_keys, resource_attr_values, attr_keys, attr_values, event_names, link_trace_states)))" +
+	" + arraySum(arrayMap(a -> arraySum(arrayMap(x -> length(x), a)), arrayConcat(event_attr_keys, event_attr_values, link_attr_keys, link_attr_values))))"
+
+// spansWithin returns how many of the trace's first spans (from is the
+// read's FROM … LIMIT BY clause) fit in lim, and how many it has in all
+// (up to lim.Spans).
+func (s *Store) spansWithin(ctx context.Context, from string, params Params, lim store.TraceLimits) (fit, total int, err error) {
+	q := "SELECT toUInt64(" + spanBytes + ")" + from
+	if lim.Spans > 0 {
+		q += " LIMIT " + strconv.Itoa(lim.Spans+1)
+	}
+	rows, err := s.conn.Query(ctx, q, params)
+	if err != nil {
+		return 0, 0, wrapCtx(ctx, fmt.Errorf("size trace: %w", err))
+	}
+	defer rows.Close()
+	var sum int64
+	for rows.Next() {
+		var b uint64
+		if err := rows.Scan(&b); err != nil {
+			return 0, 0, wrapCtx(ctx, fmt.Errorf("size trace: %w", err))
+		}
+		total++
+		sum += int64(b)
+		if (fit == total-1) && (total == 1 || sum <= lim.Bytes) && (lim.Spans == 0 || total <= lim.Spans) {
+			fit = total
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return 0, 0, wrapCtx(ctx, fmt.Errorf("size trace: %w", err))
+	}
+	return fit, total, nil
+}
+
+// moreThan reports whether the trace has more than n spans.
+func (s *Store) moreThan(ctx context.Context, from string, params Params, n int) (bool, error) {
+	var count uint64
+	err := s.queryOne(ctx, "SELECT count() FROM (SELECT span_id"+from+" LIMIT "+strconv.Itoa(n+1)+")", params, &count)
+	if err != nil {
+		return false, wrapCtx(ctx, fmt.Errorf("count trace: %w", err))
+	}
+	return count > uint64(n), nil
 }
 
 // Spans implements store.Store.

@@ -160,12 +160,18 @@ func testSpanRoundTrip(t *testing.T, h Harness) {
 		StartNs: rich.StartNs - 1000, EndNs: rich.EndNs + 1000}
 	require.NoError(t, s.WriteSpans(ctx, "rt1", []schema.Span{rich, root}))
 
-	got, err := s.Trace(ctx, tid(1), 0)
+	got, truncated, err := s.Trace(ctx, tid(1), store.TraceLimits{})
 	require.NoError(t, err)
 	require.Equal(t, []schema.Span{root, rich}, got, "spans come back whole, in start order")
-	first, err := s.Trace(ctx, tid(1), 1)
+	require.False(t, truncated)
+	first, truncated, err := s.Trace(ctx, tid(1), store.TraceLimits{Spans: 1})
 	require.NoError(t, err)
 	require.Equal(t, []schema.Span{root}, first, "a limit keeps the earliest spans")
+	require.True(t, truncated, "and says it left spans out")
+	both, truncated, err := s.Trace(ctx, tid(1), store.TraceLimits{Spans: 2})
+	require.NoError(t, err)
+	require.Len(t, both, 2)
+	require.False(t, truncated, "a limit the trace does not reach leaves nothing out")
 
 	all, err := s.Spans(ctx, store.Window{SinceNs: root.StartNs, UntilNs: root.StartNs}, 0)
 	require.NoError(t, err)
@@ -218,7 +224,7 @@ func testHopFindingRoundTrip(t *testing.T, h Harness) {
 
 func testTraceNotFound(t *testing.T, h Harness) {
 	s, _ := open(t, h)
-	_, err := s.Trace(ctxT(t), tid(42), 0)
+	_, _, err := s.Trace(ctxT(t), tid(42), store.TraceLimits{})
 	require.ErrorIs(t, err, store.ErrNotFound)
 	hops, err := s.TraceHops(ctxT(t), tid(42))
 	require.NoError(t, err)
@@ -370,7 +376,7 @@ func testManyDays(t *testing.T, h Harness) {
 		require.NoError(t, err)
 		require.EqualValues(t, days, n, "%s: every row of a 101-day batch stored, once", table)
 	}
-	got, err := s.Trace(ctx, tid(100), 0)
+	got, _, err := s.Trace(ctx, tid(100), store.TraceLimits{})
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	require.Equal(t, spans[100].StartNs, got[0].StartNs)
@@ -398,10 +404,32 @@ func testLargeBatch(t *testing.T, h Harness) {
 	n, err := s.CountRows(ctx, "spans")
 	require.NoError(t, err)
 	require.EqualValues(t, len(spans), n)
-	got, err := s.Trace(ctx, tid(47), 0)
+	got, _, err := s.Trace(ctx, tid(47), store.TraceLimits{})
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	require.Equal(t, res, got[0].ResourceAttrs)
+
+	// One trace of 20 such spans, read with a 10 MiB byte bound: the
+	// first four (about 2.1 MiB each) and a truncation mark; a bound below
+	// one span still returns the first.
+	one := make([]schema.Span, 20)
+	for i := range one {
+		one[i] = schema.Span{TraceID: tid(500), SpanID: sid(500 + i), Service: "svc", Name: "op", StartNs: start + uint64(i), EndNs: start + 1000, ResourceAttrs: res}
+	}
+	require.NoError(t, s.WriteSpans(ctx, "large-2", one))
+	got, truncated, err := s.Trace(ctx, tid(500), store.TraceLimits{Spans: 100, Bytes: 10 << 20})
+	require.NoError(t, err)
+	require.True(t, truncated)
+	require.Len(t, got, 4)
+	require.Equal(t, one[3].SpanID, got[3].SpanID, "the earliest spans are kept")
+	got, truncated, err = s.Trace(ctx, tid(500), store.TraceLimits{Bytes: 1})
+	require.NoError(t, err)
+	require.True(t, truncated)
+	require.Len(t, got, 1)
+	got, truncated, err = s.Trace(ctx, tid(500), store.TraceLimits{Bytes: 1 << 30})
+	require.NoError(t, err)
+	require.False(t, truncated)
+	require.Len(t, got, 20)
 }
 
 func testConcurrentWriters(t *testing.T, h Harness) {
@@ -434,7 +462,7 @@ func testConcurrentWriters(t *testing.T, h Harness) {
 	n, err := s.CountRows(ctx, "spans")
 	require.NoError(t, err)
 	require.EqualValues(t, writers*batches*perBatch, n)
-	got, err := s.Trace(ctx, tid(3*batches+2), 0)
+	got, _, err := s.Trace(ctx, tid(3*batches+2), store.TraceLimits{})
 	require.NoError(t, err)
 	require.Len(t, got, perBatch)
 	require.Equal(t, "svc3", got[0].Service)
@@ -578,7 +606,7 @@ func testHostileFilters(t *testing.T, h Harness) {
 			require.NoError(t, err, "value %q", v)
 			require.Empty(t, page.Findings, "value %q matched", v)
 		}
-		_, err := s.Trace(ctx, tid(7), 0)
+		_, _, err := s.Trace(ctx, tid(7), store.TraceLimits{})
 		require.ErrorIs(t, err, store.ErrNotFound)
 	}
 	// A filter value that contains quotes still matches exactly.
@@ -648,7 +676,7 @@ func testOutage(t *testing.T, h Harness) {
 	}
 	require.NoError(t, pingErr, "the engine reconnects after the server is back")
 	require.NoError(t, s.WriteSpans(ctx, "after-outage", []schema.Span{richSpan()}))
-	got, err := s.Trace(ctx, tid(1), 0)
+	got, _, err := s.Trace(ctx, tid(1), store.TraceLimits{})
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 }
