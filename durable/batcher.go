@@ -30,6 +30,7 @@ import (
 type Batcher struct {
 	cfg         BatchConfig
 	writer      *spanWriter
+	seen        *seenSpans // in memory: without a log a restart forgets
 	sink        Sink
 	log         *slog.Logger
 	m           *batcherMetrics
@@ -92,9 +93,14 @@ func NewBatcher(cfg Config, set Settings) (*Batcher, error) {
 	if _, err := rand.Read(p[:]); err != nil {
 		return nil, fmt.Errorf("create batcher: %w", err)
 	}
+	seen, err := newSeenSpans(cfg.Dedup, "", set.Registerer, time.Now)
+	if err != nil {
+		return nil, fmt.Errorf("create batcher: %w", err)
+	}
 	b := &Batcher{
 		cfg:         cfg.Batch,
 		writer:      w,
+		seen:        seen,
 		sink:        set.Sink,
 		log:         set.Logger,
 		m:           m,
@@ -120,9 +126,19 @@ func (b *Batcher) Stalled() error { return nil }
 // out of the queue (the sender will retry them), and a write in progress
 // is stopped if no other request waits for it.
 func (b *Batcher) Commit(ctx context.Context, spans []schema.Span) error {
-	if len(spans) == 0 {
-		return nil
+	spans, fps, err := b.seen.claim(spans)
+	if err != nil || len(spans) == 0 {
+		return err // nothing new: a resend is acknowledged as it was the first time
 	}
+	if err := b.commit(ctx, spans); err != nil {
+		b.seen.forget(fps)
+		return err
+	}
+	return nil
+}
+
+// commit queues spans and waits for their write.
+func (b *Batcher) commit(ctx context.Context, spans []schema.Span) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("commit spans: %w", err)
 	}

@@ -36,6 +36,8 @@ type Config struct {
 	// DeadLetterDir receives the spans the store refuses for their
 	// content (see deadLetter for the format).
 	DeadLetterDir string `yaml:"dead_letter_dir"`
+	// Dedup recognises resent spans (see DedupConfig).
+	Dedup DedupConfig `yaml:"dedup"`
 	// WAL configures ModeWAL.
 	WAL WALConfig `yaml:"wal"`
 	// Batch configures ModeBatch.
@@ -89,6 +91,7 @@ func DefaultConfig() Config {
 		WriteTimeout:  30 * time.Second,
 		MaxBackoff:    5 * time.Second,
 		DeadLetterDir: "./data/dead-letter",
+		Dedup:         DedupConfig{Window: 10 * time.Minute, MaxSpans: 8_000_000},
 		WAL: WALConfig{Config: wal.DefaultConfig(), BatchSpans: 20_000, FlushInterval: 200 * time.Millisecond,
 			StallAfter: 2 * time.Minute},
 		// Batches of up to 8192 spans, at most 20 writes a second, and a
@@ -118,6 +121,12 @@ func (c Config) validate(mode string) error {
 	}
 	if c.DeadLetterDir == "" {
 		errs = append(errs, errors.New("ingest.durability.dead_letter_dir must not be empty"))
+	}
+	if c.Dedup.Window < 0 {
+		errs = append(errs, errors.New("ingest.durability.dedup.window must be >= 0 (0: off)"))
+	}
+	if c.Dedup.Window > 0 && c.Dedup.MaxSpans <= 0 {
+		errs = append(errs, errors.New("ingest.durability.dedup.max_spans must be > 0"))
 	}
 	switch mode {
 	case ModeWAL:

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/budgetd/budgetd/durable/record"
 	"github.com/budgetd/budgetd/schema"
 	"github.com/budgetd/budgetd/wal"
 )
@@ -127,7 +128,7 @@ func (d *Durable) collect(stopCtx context.Context, r *wal.Reader) (batch, error)
 }
 
 func (d *Durable) decode(spans []schema.Span, payload []byte) []schema.Span {
-	spans, err := schema.AppendDecodedSpans(spans, payload)
+	spans, err := record.AppendDecodedSpans(spans, payload)
 	if err != nil {
 		// A record that passed its checksum but does not decode was
 		// written by something else; it cannot be stored, only counted.

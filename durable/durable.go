@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/budgetd/budgetd/durable/record"
 	"github.com/budgetd/budgetd/schema"
 	"github.com/budgetd/budgetd/wal"
 )
@@ -21,6 +23,7 @@ type Durable struct {
 	wal    *wal.WAL
 	id     string // the log's identity, in every dedup token
 	writer *spanWriter
+	seen   *seenSpans // nil: resends are not recognised
 	sink   Sink
 
 	stop    chan struct{} // closed by Shutdown: finish draining
@@ -63,8 +66,12 @@ func OpenLog(cfg Config, set Settings) (*Durable, error) {
 	if err != nil {
 		return nil, err
 	}
+	if d.seen, err = newSeenSpans(cfg.Dedup, filepath.Join(cfg.WAL.Dir, "seen"), set.Registerer, time.Now); err != nil {
+		return nil, err
+	}
 	w, err := wal.Open(cfg.WAL.Config, set.Logger)
 	if err != nil {
+		d.seen.close()
 		return nil, err
 	}
 	cp, err := loadCheckpoint(cfg.WAL.Dir)
@@ -145,13 +152,26 @@ var recordBuffers = sync.Pool{New: func() any { return new([]byte) }}
 // Commit implements Durability: it returns once spans are fsynced in
 // the log. A full log is ErrOverloaded, which ingest answers with 503.
 func (d *Durable) Commit(ctx context.Context, spans []schema.Span) error {
-	if len(spans) == 0 {
-		return nil
+	spans, fps, err := d.seen.claim(spans)
+	if err != nil || len(spans) == 0 {
+		return err // nothing new: a resend is acknowledged as it was the first time
 	}
+	if err := d.commit(ctx, spans); err != nil {
+		d.seen.forget(fps)
+		return err
+	}
+	if err := d.seen.keep(fps); err != nil {
+		d.log.Warn("resends of these spans may be stored twice", "err", err)
+	}
+	return nil
+}
+
+// commit appends spans to the log.
+func (d *Durable) commit(ctx context.Context, spans []schema.Span) error {
 	// Records are about 0.5 KB per span; a pooled buffer spares growing one
 	// from nothing for every request. Append is done with it on return.
 	buf := recordBuffers.Get().(*[]byte)
-	*buf = schema.AppendSpans((*buf)[:0], spans)
+	*buf = record.AppendSpans((*buf)[:0], spans)
 	_, err := d.wal.Append(ctx, *buf)
 	recordBuffers.Put(buf)
 	switch {
@@ -178,6 +198,7 @@ func (d *Durable) Shutdown(ctx context.Context) error {
 	}
 	d.abandon()
 	<-d.done
+	d.seen.close()
 	return errors.Join(err, d.wal.Close())
 }
 

@@ -1,23 +1,25 @@
-package schema
+package record
 
 import (
 	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/budgetd/budgetd/schema"
 )
 
-func codecSpans() []Span {
-	return []Span{
+func codecSpans() []schema.Span {
+	return []schema.Span{
 		{},
 		{
-			TraceID: TraceID{1, 2, 3}, SpanID: SpanID{4}, ParentSpanID: SpanID{5}, TraceState: "a=b",
-			Service: "checkout", Name: "POST /pay ü🚀", Kind: KindClient, StartNs: 1 << 62, EndNs: 1<<62 + 5,
-			StatusCode: StatusError, StatusMessage: "boom\x00\xff", ScopeName: "s", ScopeVersion: "1",
-			ResourceAttrs: Attributes{Str("service.name", "checkout")},
-			Attrs:         Attributes{Int(AttrTimeoutMs, 1500), Strings(AttrHeaderGRPCTimeout, "1S"), {Key: "", Type: AttrEmpty}},
-			Events:        []Event{{TimeNs: 7, Name: EventCancelled, Attrs: Attributes{Str(AttrCancelSource, "deadline")}}, {Name: "bare"}},
-			Links:         []Link{{TraceID: TraceID{9}, SpanID: SpanID{8}, TraceState: "x", Attrs: Attributes{Bool("k", true)}}},
+			TraceID: schema.TraceID{1, 2, 3}, SpanID: schema.SpanID{4}, ParentSpanID: schema.SpanID{5}, TraceState: "a=b",
+			Service: "checkout", Name: "POST /pay ü🚀", Kind: schema.KindClient, StartNs: 1 << 62, EndNs: 1<<62 + 5,
+			StatusCode: schema.StatusError, StatusMessage: "boom\x00\xff", ScopeName: "s", ScopeVersion: "1",
+			ResourceAttrs: schema.Attributes{schema.Str("service.name", "checkout")},
+			Attrs:         schema.Attributes{schema.Int(schema.AttrTimeoutMs, 1500), schema.Strings(schema.AttrHeaderGRPCTimeout, "1S"), {Key: "", Type: schema.AttrEmpty}},
+			Events:        []schema.Event{{TimeNs: 7, Name: schema.EventCancelled, Attrs: schema.Attributes{schema.Str(schema.AttrCancelSource, "deadline")}}, {Name: "bare"}},
+			Links:         []schema.Link{{TraceID: schema.TraceID{9}, SpanID: schema.SpanID{8}, TraceState: "x", Attrs: schema.Attributes{schema.Bool("k", true)}}},
 		},
 	}
 }
@@ -40,7 +42,7 @@ func TestAppendDecodedSpans(t *testing.T) {
 	require.NoError(t, err)
 	got, err = AppendDecodedSpans(got, rec)
 	require.NoError(t, err)
-	require.Equal(t, append(append([]Span{}, want...), want...), got, "two records into one slice")
+	require.Equal(t, append(append([]schema.Span{}, want...), want...), got, "two records into one slice")
 
 	kept, err := AppendDecodedSpans(got, rec[:len(rec)-1])
 	require.ErrorIs(t, err, ErrBadEncoding)
@@ -51,10 +53,10 @@ func TestAppendDecodedSpans(t *testing.T) {
 // attributes once in a record, and share them again when decoded.
 func TestSpanCodecSharesResources(t *testing.T) {
 	one := codecSpans()[1]
-	one.ResourceAttrs = Attributes{Str("service.name", "checkout"), Str("host.name", "node-1"), Str("k8s.pod.name", "checkout-7d4b9")}
+	one.ResourceAttrs = schema.Attributes{schema.Str("service.name", "checkout"), schema.Str("host.name", "node-1"), schema.Str("k8s.pod.name", "checkout-7d4b9")}
 	other := one
-	other.ResourceAttrs = Attributes{Str("service.name", "quote")}
-	spans := []Span{one, one, one, other, one}
+	other.ResourceAttrs = schema.Attributes{schema.Str("service.name", "quote")}
+	spans := []schema.Span{one, one, one, other, one}
 	data := AppendSpans(nil, spans)
 	got, err := DecodeSpans(data)
 	require.NoError(t, err)
@@ -62,9 +64,9 @@ func TestSpanCodecSharesResources(t *testing.T) {
 	require.Same(t, &got[0].ResourceAttrs[0], &got[2].ResourceAttrs[0], "consecutive spans of one resource share it")
 	require.NotSame(t, &got[0].ResourceAttrs[0], &got[4].ResourceAttrs[0], "a resource seen again after another is written again")
 
-	unshared := []Span{one, one, one, other, one}
+	unshared := []schema.Span{one, one, one, other, one}
 	for i := range unshared {
-		unshared[i].ResourceAttrs = append(Attributes(nil), unshared[i].ResourceAttrs...)
+		unshared[i].ResourceAttrs = append(schema.Attributes(nil), unshared[i].ResourceAttrs...)
 	}
 	full := AppendSpans(nil, unshared)
 	require.Less(t, len(data), len(full)-100, "two repeats of a three-attribute resource are left out")
@@ -127,7 +129,7 @@ func FuzzDecodeSpans(f *testing.F) {
 }
 
 func BenchmarkSpanCodec(b *testing.B) {
-	spans := make([]Span, 100)
+	spans := make([]schema.Span, 100)
 	for i := range spans {
 		spans[i] = codecSpans()[1]
 	}

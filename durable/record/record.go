@@ -1,13 +1,16 @@
-package schema
+package record
 
 import (
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/budgetd/budgetd/schema"
 )
 
-// The span codec is the compact binary form budgetd keeps spans in between
+// Package record is the format of a write-ahead log record: the compact
+// binary form budgetd keeps spans in between
 // acknowledging them and storing them (the write-ahead log). It is cheaper
 // to write and read than OTLP protobuf because it stores the model as it is,
 // already validated and converted.
@@ -30,10 +33,10 @@ const spanCodecVersion = 2
 var ErrBadEncoding = errors.New("bad span encoding")
 
 // AppendSpans appends the encoding of spans to dst.
-func AppendSpans(dst []byte, spans []Span) []byte {
+func AppendSpans(dst []byte, spans []schema.Span) []byte {
 	dst = append(dst, spanCodecVersion)
 	dst = binary.AppendUvarint(dst, uint64(len(spans)))
-	var prevResource Attributes
+	var prevResource schema.Attributes
 	for i := range spans {
 		s := &spans[i]
 		dst = append(dst, s.TraceID[:]...)
@@ -80,17 +83,17 @@ func appendString(dst []byte, s string) []byte {
 
 // sameSlice reports whether a and b are the same non-empty slice: the same
 // backing array and length.
-func sameSlice(a, b Attributes) bool {
+func sameSlice(a, b schema.Attributes) bool {
 	return len(a) > 0 && len(a) == len(b) && &a[0] == &b[0]
 }
 
-func appendAttrs(dst []byte, as Attributes) []byte {
+func appendAttrs(dst []byte, as schema.Attributes) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(as)))
 	return appendAttrList(dst, as)
 }
 
 // appendAttrList appends the attributes without their count.
-func appendAttrList(dst []byte, as Attributes) []byte {
+func appendAttrList(dst []byte, as schema.Attributes) []byte {
 	for _, a := range as {
 		dst = appendString(dst, a.Key)
 		dst = append(dst, byte(a.Type))
@@ -102,15 +105,15 @@ func appendAttrList(dst []byte, as Attributes) []byte {
 // DecodeSpans decodes what AppendSpans wrote. Corrupt or foreign input is
 // an error wrapping ErrBadEncoding, never a panic or a huge allocation:
 // every count is checked against the bytes left before anything is made.
-func DecodeSpans(data []byte) ([]Span, error) {
+func DecodeSpans(data []byte) ([]schema.Span, error) {
 	return AppendDecodedSpans(nil, data)
 }
 
 // AppendDecodedSpans decodes what AppendSpans wrote and appends the spans
 // to dst, so a batch of records is decoded into one slice without copying
 // each record's spans again. On error dst is returned as it was.
-func AppendDecodedSpans(dst []Span, data []byte) ([]Span, error) {
-	// Strings are cut from one copy of the input instead of allocated one
+func AppendDecodedSpans(dst []schema.Span, data []byte) ([]schema.Span, error) {
+	// schema.Strings are cut from one copy of the input instead of allocated one
 	// by one; the spans of a record live and die together anyway.
 	d := decoder{buf: data, all: string(data)}
 	version := d.byte()
@@ -132,7 +135,7 @@ func AppendDecodedSpans(dst []Span, data []byte) ([]Span, error) {
 		s.TraceState = d.string()
 		s.Service = d.string()
 		s.Name = d.string()
-		s.Kind, s.StatusCode = SpanKind(d.byte()), StatusCode(d.byte())
+		s.Kind, s.StatusCode = schema.SpanKind(d.byte()), schema.StatusCode(d.byte())
 		s.StartNs = d.uvarint()
 		s.EndNs = d.uvarint()
 		s.StatusMessage = d.string()
@@ -150,7 +153,7 @@ func AppendDecodedSpans(dst []Span, data []byte) ([]Span, error) {
 		}
 		s.Attrs = d.attrs()
 		if ne := d.count(3); ne > 0 {
-			s.Events = make([]Event, ne)
+			s.Events = make([]schema.Event, ne)
 			for j := range s.Events {
 				e := &s.Events[j]
 				e.TimeNs = d.uvarint()
@@ -159,7 +162,7 @@ func AppendDecodedSpans(dst []Span, data []byte) ([]Span, error) {
 			}
 		}
 		if nl := d.count(26); nl > 0 {
-			s.Links = make([]Link, nl)
+			s.Links = make([]schema.Link, nl)
 			for j := range s.Links {
 				l := &s.Links[j]
 				d.fixed(l.TraceID[:])
@@ -246,13 +249,13 @@ func (d *decoder) string() string {
 	return d.all[off : off+int(n)]
 }
 
-func (d *decoder) attrs() Attributes {
+func (d *decoder) attrs() schema.Attributes {
 	return d.attrList(d.uvarint())
 }
 
 // attrList reads n attributes, each of at least 3 bytes, which bounds
 // the n a corrupt record can claim.
-func (d *decoder) attrList(count uint64) Attributes {
+func (d *decoder) attrList(count uint64) schema.Attributes {
 	if count > uint64(len(d.buf)/3) {
 		d.fail("list")
 		return nil
@@ -261,10 +264,10 @@ func (d *decoder) attrList(count uint64) Attributes {
 	if n == 0 {
 		return nil
 	}
-	as := make(Attributes, n)
+	as := make(schema.Attributes, n)
 	for i := range as {
 		as[i].Key = d.string()
-		as[i].Type = AttrType(d.byte())
+		as[i].Type = schema.AttrType(d.byte())
 		as[i].Value = d.string()
 	}
 	return as

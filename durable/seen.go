@@ -1,0 +1,299 @@
+package durable
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/budgetd/budgetd/schema"
+)
+
+// DedupConfig is the `ingest.durability.dedup` section: how long accepted
+// spans are remembered so a resend is not stored twice.
+type DedupConfig struct {
+	// Window is how long a span's (trace id, span id) is remembered after
+	// it was accepted; 0 turns deduplication off. It should cover the
+	// senders' retry horizon (the Collector retries for up to 5 minutes by
+	// default).
+	Window time.Duration `yaml:"window"`
+	// MaxSpans bounds the spans remembered (about 11 bytes each in
+	// memory, 8 on disk). Past it the oldest are forgotten early, which
+	// shortens the window (budgetd_ingest_dedup_window_seconds).
+	MaxSpans int `yaml:"max_spans"`
+}
+
+// seenGenerations splits the window: a generation is forgotten whole.
+const seenGenerations = 10
+
+// seenSpans remembers the spans accepted in the last Window by a
+// fingerprint of (trace id, span id), so a request resent after its
+// acknowledgement was lost — the Collector resends at least once per
+// kill — is acknowledged without being stored or analysed again. With a
+// directory, each generation's fingerprints are appended to a file there
+// (no fsync: they survive a killed process, not a lost machine) and read
+// back at start, so a resend after a restart is caught too.
+type seenSpans struct {
+	cfg    DedupConfig
+	genLen time.Duration
+	dir    string // "": memory only
+	now    func() time.Time
+
+	dups       prometheus.Counter
+	remembered prometheus.Gauge
+	window     prometheus.Gauge
+
+	mu    sync.Mutex
+	gens  []*seenGen // oldest first; the last takes new spans
+	total int
+}
+
+type seenGen struct {
+	start time.Time
+	set   map[uint64]struct{}
+	file  *os.File // nil without a directory
+}
+
+// newSeenSpans loads the generations in dir that are still in the window
+// and removes older ones. cfg.Window 0 returns nil: no deduplication.
+func newSeenSpans(cfg DedupConfig, dir string, reg prometheus.Registerer, now func() time.Time) (*seenSpans, error) {
+	if cfg.Window <= 0 {
+		return nil, nil
+	}
+	s := &seenSpans{cfg: cfg, genLen: cfg.Window / seenGenerations, dir: dir, now: now,
+		dups: prometheus.NewCounter(prometheus.CounterOpts{Name: "budgetd_ingest_duplicate_spans_total",
+			Help: "Spans acknowledged but not stored again: their (trace id, span id) was accepted within ingest.durability.dedup.window (resends)."}),
+		remembered: prometheus.NewGauge(prometheus.GaugeOpts{Name: "budgetd_ingest_dedup_spans",
+			Help: "Accepted spans remembered to recognise resends (ingest.durability.dedup.max_spans bounds them)."}),
+		window: prometheus.NewGauge(prometheus.GaugeOpts{Name: "budgetd_ingest_dedup_window_seconds",
+			Help: "How far back resends are recognised now: ingest.durability.dedup.window, less when max_spans made budgetd forget early."}),
+	}
+	for _, c := range []prometheus.Collector{s.dups, s.remembered, s.window} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register dedup metrics: %w", err)
+		}
+	}
+	if dir != "" {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, fmt.Errorf("open dedup directory: %w", err)
+		}
+		if err := s.load(); err != nil {
+			return nil, err
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.rotate(s.now()); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// fingerprint is FNV-1a over the trace and span ids: stable across
+// restarts (it is stored), and with 64 bits two of a few million spans
+// collide with a probability of about 10⁻⁶.
+func fingerprint(s *schema.Span) uint64 {
+	const offset, prime = 14695981039346656037, 1099511628211
+	h := uint64(offset)
+	for _, b := range s.TraceID {
+		h = (h ^ uint64(b)) * prime
+	}
+	for _, b := range s.SpanID {
+		h = (h ^ uint64(b)) * prime
+	}
+	return h
+}
+
+// claim returns the spans not seen before (spans itself when all are new)
+// and their fingerprints, which it records at once so a concurrent resend
+// is caught too. The caller either keeps them (keep) or, when the commit
+// failed, gives them back (forget).
+func (s *seenSpans) claim(spans []schema.Span) (fresh []schema.Span, fps []uint64, err error) {
+	if s == nil {
+		return spans, nil, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.rotate(s.now()); err != nil {
+		return nil, nil, err
+	}
+	cur := s.gens[len(s.gens)-1]
+	fps = make([]uint64, 0, len(spans))
+	dups := 0
+	for i := range spans {
+		fp := fingerprint(&spans[i])
+		if s.seen(fp) {
+			if dups == 0 {
+				fresh = append(make([]schema.Span, 0, len(spans)), spans[:i]...)
+			}
+			dups++
+			continue
+		}
+		cur.set[fp] = struct{}{}
+		fps = append(fps, fp)
+		if dups > 0 {
+			fresh = append(fresh, spans[i])
+		}
+	}
+	s.total += len(fps)
+	s.remembered.Set(float64(s.total))
+	if dups == 0 {
+		fresh = spans
+	}
+	s.dups.Add(float64(dups))
+	return fresh, fps, nil
+}
+
+func (s *seenSpans) seen(fp uint64) bool {
+	for i := len(s.gens) - 1; i >= 0; i-- {
+		if _, ok := s.gens[i].set[fp]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// keep makes claimed fingerprints last: appended to the generation's file.
+func (s *seenSpans) keep(fps []uint64) error {
+	if s == nil || len(fps) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.gens[len(s.gens)-1].file
+	if f == nil {
+		return nil
+	}
+	buf := make([]byte, 8*len(fps))
+	for i, fp := range fps {
+		binary.LittleEndian.PutUint64(buf[8*i:], fp)
+	}
+	if _, err := f.Write(buf); err != nil {
+		return fmt.Errorf("remember accepted spans: %w", err)
+	}
+	return nil
+}
+
+// forget gives back fingerprints of spans whose commit failed: the sender
+// retries them, and they must then be taken.
+func (s *seenSpans) forget(fps []uint64) {
+	if s == nil || len(fps) == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, fp := range fps {
+		for _, g := range s.gens {
+			if _, ok := g.set[fp]; ok {
+				delete(g.set, fp)
+				s.total--
+				break
+			}
+		}
+	}
+	s.remembered.Set(float64(s.total))
+}
+
+// rotate starts a new generation when the current one is genLen old, and
+// forgets the generations out of the window or beyond MaxSpans.
+func (s *seenSpans) rotate(now time.Time) error {
+	if n := len(s.gens); n == 0 || now.Sub(s.gens[n-1].start) >= s.genLen {
+		g := &seenGen{start: now, set: make(map[uint64]struct{})}
+		if s.dir != "" {
+			f, err := os.OpenFile(s.genPath(now), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+			if err != nil {
+				return fmt.Errorf("remember accepted spans: %w", err)
+			}
+			g.file = f
+		}
+		s.gens = append(s.gens, g)
+	}
+	for len(s.gens) > 1 && (now.Sub(s.gens[0].start) > s.cfg.Window+s.genLen || s.total > s.cfg.MaxSpans) {
+		s.drop()
+	}
+	s.window.Set(min(now.Sub(s.gens[0].start), s.cfg.Window).Seconds())
+	return nil
+}
+
+// drop forgets the oldest generation.
+func (s *seenSpans) drop() {
+	g := s.gens[0]
+	s.total -= len(g.set)
+	if g.file != nil {
+		_ = g.file.Close()
+		_ = os.Remove(g.file.Name())
+	}
+	s.gens[0] = nil
+	s.gens = s.gens[1:]
+	s.remembered.Set(float64(s.total))
+}
+
+func (s *seenSpans) genPath(start time.Time) string {
+	return filepath.Join(s.dir, strconv.FormatInt(start.UnixNano(), 10)+".seen")
+}
+
+// load reads the generations written by an earlier run, oldest first.
+func (s *seenSpans) load() error {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("read dedup directory: %w", err)
+	}
+	now := s.now()
+	var starts []int64
+	for _, e := range entries {
+		name, ok := strings.CutSuffix(e.Name(), ".seen")
+		if !ok {
+			continue
+		}
+		ns, err := strconv.ParseInt(name, 10, 64)
+		if err != nil {
+			continue
+		}
+		if now.Sub(time.Unix(0, ns)) > s.cfg.Window+s.genLen {
+			_ = os.Remove(filepath.Join(s.dir, e.Name()))
+			continue
+		}
+		starts = append(starts, ns)
+	}
+	slices.Sort(starts)
+	for _, ns := range starts {
+		data, err := os.ReadFile(s.genPath(time.Unix(0, ns)))
+		if err != nil {
+			return fmt.Errorf("read accepted spans: %w", err)
+		}
+		g := &seenGen{start: time.Unix(0, ns), set: make(map[uint64]struct{}, len(data)/8)}
+		for i := 0; i+8 <= len(data); i += 8 {
+			g.set[binary.LittleEndian.Uint64(data[i:])] = struct{}{}
+		}
+		s.gens = append(s.gens, g)
+		s.total += len(g.set)
+	}
+	// Loaded generations take no new spans: rotate starts a fresh one.
+	if n := len(s.gens); n > 0 {
+		s.gens[n-1].start = s.gens[n-1].start.Add(-s.genLen)
+	}
+	return nil
+}
+
+// close closes the generation files.
+func (s *seenSpans) close() {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, g := range s.gens {
+		if g.file != nil {
+			_ = g.file.Close()
+		}
+	}
+}

@@ -1,0 +1,89 @@
+package durable
+
+import (
+	"context"
+	"hash/fnv"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/budgetd/budgetd/store/storetest"
+)
+
+func TestFingerprintIsFNV1a(t *testing.T) {
+	s := storetest.SpanBatch(3, 1)[0]
+	h := fnv.New64a()
+	_, _ = h.Write(s.TraceID[:])
+	_, _ = h.Write(s.SpanID[:])
+	require.Equal(t, h.Sum64(), fingerprint(&s), "stored fingerprints must not change between versions")
+}
+
+// TestSeenSpansWindow checks the window and the bound: a span is caught
+// within the window, forgotten after it, forgotten early past MaxSpans,
+// and a failed commit's spans are given back.
+func TestSeenSpansWindow(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { return now }
+	s, err := newSeenSpans(DedupConfig{Window: 10 * time.Minute, MaxSpans: 1000}, "", prometheus.NewRegistry(), clock)
+	require.NoError(t, err)
+	a := storetest.SpanBatch(1, 100)
+
+	fresh, fps, err := s.claim(a)
+	require.NoError(t, err)
+	require.Len(t, fresh, 100)
+	require.Len(t, fps, 100)
+	fresh, _, err = s.claim(append(append(a[:0:0], a[:10]...), storetest.SpanBatch(2, 5)...))
+	require.NoError(t, err)
+	require.Len(t, fresh, 5, "the ten seen spans are left out, the five new kept")
+
+	b := storetest.SpanBatch(3, 10)
+	_, fps, err = s.claim(b)
+	require.NoError(t, err)
+	s.forget(fps)
+	fresh, _, err = s.claim(b)
+	require.NoError(t, err)
+	require.Len(t, fresh, 10, "spans of a failed commit are taken when resent")
+
+	now = now.Add(9 * time.Minute)
+	fresh, _, err = s.claim(a[:1])
+	require.NoError(t, err)
+	require.Empty(t, fresh, "within the window")
+	now = now.Add(3 * time.Minute)
+	fresh, _, err = s.claim(a[:1])
+	require.NoError(t, err)
+	require.Len(t, fresh, 1, "past the window")
+
+	// 1,000 remembered at most: filling two more generations forgets the
+	// oldest early.
+	for i := range 2 {
+		now = now.Add(time.Minute)
+		_, _, err = s.claim(storetest.SpanBatch(uint64(10+i), 600))
+		require.NoError(t, err)
+	}
+	s.mu.Lock()
+	require.LessOrEqual(t, s.total, 1000+600)
+	s.mu.Unlock()
+}
+
+// TestResendAfterRestart commits a request to the log, stops, starts
+// again and commits the same request: it is acknowledged and stored once,
+// counted as duplicates.
+func TestResendAfterRestart(t *testing.T) {
+	st := embeddedStore(t)
+	dir := filepath.Join(t.TempDir(), "wal")
+	spans := storetest.SpanBatch(41, 300)
+	for run := range 2 {
+		reg := prometheus.NewRegistry()
+		d, err := OpenLog(testConfig(dir), Settings{Store: st, Registerer: reg})
+		require.NoError(t, err)
+		require.NoError(t, d.Commit(context.Background(), spans), "run %d", run+1)
+		require.NoError(t, d.Commit(context.Background(), spans[:50]), "a resend within the run")
+		waitFor(t, "stored", func() bool { return rows(t, st) >= 300 })
+		require.NoError(t, d.Shutdown(context.Background()))
+		require.Equal(t, float64(50+300*run), gathered(t, reg, "budgetd_ingest_duplicate_spans_total"))
+	}
+	require.EqualValues(t, 300, rows(t, st), "a resend after a restart is not stored again")
+}
