@@ -89,6 +89,11 @@ func OpenLog(cfg Config, set Settings) (*Durable, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	d.wal, d.id, d.abandon, d.acked = w, id, cancel, cp.Acked
+	if err := d.rememberLog(); err != nil {
+		cancel()
+		w.Close()
+		return nil, err
+	}
 	if err := d.register(set.Registerer); err != nil {
 		cancel()
 		w.Close()
@@ -96,6 +101,35 @@ func OpenLog(cfg Config, set Settings) (*Durable, error) {
 	}
 	go d.drain(ctx, cp)
 	return d, nil
+}
+
+// rememberLog adds the spans of every record still in the log to the
+// resend filter. A process killed while a request's fsync was in flight
+// has the request in the log but maybe not its fingerprints in the seen
+// files; the sender resends it because it got no answer.
+func (d *Durable) rememberLog() error {
+	if d.seen == nil {
+		return nil
+	}
+	r := d.wal.NewReader(d.wal.First())
+	defer r.Close()
+	end := d.wal.Committed()
+	var spans []schema.Span
+	for pos := d.wal.First(); pos.Before(end); {
+		payload, next, err := r.Next(context.Background())
+		if err != nil {
+			return fmt.Errorf("read the log for resend detection: %w", err)
+		}
+		pos = next
+		spans, err = record.AppendDecodedSpans(spans[:0], payload)
+		if err != nil {
+			continue // counted and logged by the drainer
+		}
+		if err := d.seen.remember(spans); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // register exposes the log's and the drainer's counters as metrics.

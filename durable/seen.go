@@ -121,14 +121,20 @@ func (s *seenSpans) claim(spans []schema.Span) (fresh []schema.Span, fps []uint6
 	if s == nil {
 		return spans, nil, nil
 	}
+	fresh, fps, dups, err := s.record(spans)
+	s.dups.Add(float64(dups))
+	return fresh, fps, err
+}
+
+// record is claim without counting the duplicates.
+func (s *seenSpans) record(spans []schema.Span) (fresh []schema.Span, fps []uint64, dups int, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.rotate(s.now()); err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	cur := s.gens[len(s.gens)-1]
 	fps = make([]uint64, 0, len(spans))
-	dups := 0
 	for i := range spans {
 		fp := fingerprint(&spans[i])
 		if s.seen(fp) {
@@ -149,8 +155,7 @@ func (s *seenSpans) claim(spans []schema.Span) (fresh []schema.Span, fps []uint6
 	if dups == 0 {
 		fresh = spans
 	}
-	s.dups.Add(float64(dups))
-	return fresh, fps, nil
+	return fresh, fps, dups, nil
 }
 
 func (s *seenSpans) seen(fp uint64) bool {
@@ -160,6 +165,16 @@ func (s *seenSpans) seen(fp uint64) bool {
 		}
 	}
 	return false
+}
+
+// remember adds the spans' fingerprints that are not known yet, and keeps
+// them.
+func (s *seenSpans) remember(spans []schema.Span) error {
+	_, fps, _, err := s.record(spans)
+	if err != nil {
+		return err
+	}
+	return s.keep(fps)
 }
 
 // keep makes claimed fingerprints last: appended to the generation's file.

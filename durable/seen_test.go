@@ -3,6 +3,7 @@ package durable
 import (
 	"context"
 	"hash/fnv"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -86,4 +87,30 @@ func TestResendAfterRestart(t *testing.T) {
 		require.Equal(t, float64(50+300*run), gathered(t, reg, "budgetd_ingest_duplicate_spans_total"))
 	}
 	require.EqualValues(t, 300, rows(t, st), "a resend after a restart is not stored again")
+}
+
+// TestLogSpansAreRemembered commits spans with the seen files taken away
+// (as if the process died before writing them): the spans in the log are
+// recognised after a restart all the same.
+func TestLogSpansAreRemembered(t *testing.T) {
+	st := embeddedStore(t)
+	dir := filepath.Join(t.TempDir(), "wal")
+	cfg := testConfig(dir)
+	cfg.WAL.SegmentBytes = 64 << 20 // one segment: nothing is truncated
+	cfg.WAL.MaxBytes = 64 << 20
+	spans := storetest.SpanBatch(42, 200)
+	d, err := OpenLog(cfg, Settings{Store: st})
+	require.NoError(t, err)
+	require.NoError(t, d.Commit(context.Background(), spans))
+	waitFor(t, "stored", func() bool { return d.Counters().Spans == 200 })
+	require.NoError(t, d.Shutdown(context.Background()))
+	require.NoError(t, os.RemoveAll(filepath.Join(dir, "seen")))
+
+	reg := prometheus.NewRegistry()
+	d, err = OpenLog(cfg, Settings{Store: st, Registerer: reg})
+	require.NoError(t, err)
+	require.NoError(t, d.Commit(context.Background(), spans))
+	require.NoError(t, d.Shutdown(context.Background()))
+	require.Equal(t, 200.0, gathered(t, reg, "budgetd_ingest_duplicate_spans_total"))
+	require.EqualValues(t, 200, rows(t, st))
 }

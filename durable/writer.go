@@ -283,9 +283,39 @@ func newSpanWriter(cfg Config, set Settings, giveUpAfter time.Duration, failed f
 	return w, nil
 }
 
+// maxWriteBytes bounds one store write of spans, as the store's insert
+// blocks count them (store.SpanSizer): a write must fit in the attempt
+// timeout, and the rows of a resource with large attributes repeat them
+// (2,000 spans of a 2 MiB resource are a 4 GB write).
+const maxWriteBytes = 64 << 20
+
 // writeSpans stores spans under token and returns how many went to the
-// dead letter.
+// dead letter. Spans over maxWriteBytes are written in parts of
+// consecutive spans, each under the token with its part number and with
+// an attempt timeout of its own; a replay splits the same way.
 func (w *spanWriter) writeSpans(ctx context.Context, token string, spans []schema.Span) (dead int, err error) {
+	var size store.SpanSizer
+	start, bytes, part := 0, 0, 0
+	for i := range spans {
+		b := size.Bytes(&spans[i])
+		if i > start && bytes+b > maxWriteBytes {
+			n, err := w.writePart(ctx, token+"-s"+strconv.Itoa(part), spans[start:i])
+			dead += n
+			if err != nil {
+				return dead, err
+			}
+			start, bytes, part = i, 0, part+1
+		}
+		bytes += b
+	}
+	if part > 0 {
+		token += "-s" + strconv.Itoa(part)
+	}
+	n, err := w.writePart(ctx, token, spans[start:])
+	return dead + n, err
+}
+
+func (w *spanWriter) writePart(ctx context.Context, token string, spans []schema.Span) (dead int, err error) {
 	return w.Write(ctx, token, Rows{
 		What: "spans",
 		N:    len(spans),

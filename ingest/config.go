@@ -118,7 +118,7 @@ func DefaultConfig() Config {
 			IdleTimeout:       2 * time.Minute,
 		},
 		MaxConcurrentRequests: 64,
-		MaxInFlightBytes:      256 << 20,
+		MaxInFlightBytes:      128 << 20,
 		RetryAfter:            time.Second,
 		Limits:                DefaultLimits(),
 		SpanTimes:             DefaultSpanTimeWindow(),

@@ -42,6 +42,10 @@ type Limits struct {
 	MaxSpanAttrs int `yaml:"max_span_attrs"`
 	// MaxResourceAttrs caps the attributes kept per resource.
 	MaxResourceAttrs int `yaml:"max_resource_attrs"`
+	// MaxResourceBytes caps a resource's attributes, keys and values
+	// together: every stored row of the resource's spans repeats them.
+	// Attributes past it are dropped (service.name never is).
+	MaxResourceBytes int `yaml:"max_resource_bytes"`
 	// MaxEventAttrs caps the attributes kept per span event.
 	MaxEventAttrs int `yaml:"max_event_attrs"`
 	// MaxLinkAttrs caps the attributes kept per span link.
@@ -67,6 +71,7 @@ func DefaultLimits() Limits {
 		MaxNameBytes:      1024,
 		MaxSpanAttrs:      1024,
 		MaxResourceAttrs:  1024,
+		MaxResourceBytes:  32 << 10,
 		MaxEventAttrs:     256,
 		MaxLinkAttrs:      256,
 		MaxSpanEvents:     1024,
@@ -87,6 +92,7 @@ func (l Limits) Validate() error {
 		{"max_name_bytes", l.MaxNameBytes},
 		{"max_span_attrs", l.MaxSpanAttrs},
 		{"max_resource_attrs", l.MaxResourceAttrs},
+		{"max_resource_bytes", l.MaxResourceBytes},
 		{"max_event_attrs", l.MaxEventAttrs},
 		{"max_link_attrs", l.MaxLinkAttrs},
 		{"max_span_events", l.MaxSpanEvents},
@@ -386,6 +392,7 @@ func (st *converter) resource(r pcommon.Resource) (schema.Attributes, string) {
 	m := r.Attributes()
 	attrs := st.attrs(m, st.lim.MaxResourceAttrs)
 	st.flush()
+	attrs = st.capBytes(attrs, st.lim.MaxResourceBytes)
 	// Cap the slice so that a caller appending to one span's ResourceAttrs
 	// copies instead of writing into the array every span of the resource
 	// shares.
@@ -407,6 +414,28 @@ func (st *converter) resource(r pcommon.Resource) (schema.Attributes, string) {
 		}
 	}
 	return attrs, UnknownService
+}
+
+// capBytes drops the attributes past limit bytes of keys and values,
+// keeping service.name, and counts them.
+func (st *converter) capBytes(attrs schema.Attributes, limit int) schema.Attributes {
+	total := 0
+	for i := range attrs {
+		total += len(attrs[i].Key) + len(attrs[i].Value)
+	}
+	if total <= limit {
+		return attrs
+	}
+	kept, used := attrs[:0:0], 0
+	for i := range attrs {
+		n := len(attrs[i].Key) + len(attrs[i].Value)
+		if attrs[i].Key == attrServiceName || used+n <= limit {
+			kept = append(kept, attrs[i])
+			used += n
+		}
+	}
+	st.stats.DroppedAttrs += len(attrs) - len(kept)
+	return kept
 }
 
 // span fills s from sp. s already carries the resource and scope fields.

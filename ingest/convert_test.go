@@ -3,6 +3,7 @@ package ingest
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -696,4 +697,22 @@ func TestConvertConcurrent(t *testing.T) {
 	for range 4 {
 		require.Equal(t, want, <-done)
 	}
+}
+
+// TestConvertCapsResourceBytes checks that a resource's attributes are
+// kept within max_resource_bytes, in wire order, service.name whatever its
+// place, and the rest dropped and counted.
+func TestConvertCapsResourceBytes(t *testing.T) {
+	td, res, _ := newSpan()
+	for i := range 40 {
+		res.Attributes().PutStr(fmt.Sprintf("attr.%02d", i), strings.Repeat("v", 1017)) // 1 KiB with the key
+	}
+	res.Attributes().PutStr("service.name", "checkout")
+	got := newTestConverter(t, DefaultLimits()).Convert(td)
+	attrs := got.Spans[0].ResourceAttrs
+	require.Len(t, attrs, 33, "32 KiB hold 32 attributes of 1 KiB, and service.name")
+	require.Equal(t, "attr.31", attrs[31].Key)
+	require.Equal(t, "service.name", attrs[32].Key)
+	require.Equal(t, "checkout", got.Spans[0].Service)
+	require.Equal(t, 8, got.Stats.DroppedAttrs)
 }

@@ -674,3 +674,61 @@ func (s *Store) currentFindings(where string, dedup bool) string {
 		" ANY LEFT JOIN (SELECT trace_id, max(analyzed_ns) AS latest FROM " + s.db + ".reanalysed" +
 		" WHERE analyzed_ns >= {since:UInt64} GROUP BY trace_id) AS l USING trace_id WHERE detected_ns >= latest)"
 }
+
+// missingChunk is how many trace ids one MissingSpans query names.
+const missingChunk = 500
+
+// MissingSpans returns the spans of spans that are not stored, by trace
+// and span id, in their order. The write-ahead log's drain asks before it
+// writes a batch again after a restart: on servers without
+// insert_deduplication_token the batch may have landed without its token
+// being recorded (the process died between the two inserts).
+func (s *Store) MissingSpans(ctx context.Context, spans []schema.Span) ([]schema.Span, error) {
+	traces := make(map[schema.TraceID]bool)
+	var ids []string
+	for i := range spans {
+		if !traces[spans[i].TraceID] {
+			traces[spans[i].TraceID] = true
+			ids = append(ids, spans[i].TraceID.String())
+		}
+	}
+	type key struct {
+		trace, span string
+	}
+	stored := make(map[key]bool)
+	for lo := 0; lo < len(ids); lo += missingChunk {
+		chunk := ids[lo:min(lo+missingChunk, len(ids))]
+		params := make(Params, len(chunk))
+		for i, id := range chunk {
+			params[i] = P("t"+strconv.Itoa(i), id)
+		}
+		rows, err := s.conn.Query(ctx, "SELECT trace_id, span_id FROM "+s.db+".spans WHERE trace_id IN ("+
+			inList("t", "String", len(chunk))+")", params)
+		if err != nil {
+			return nil, wrapCtx(ctx, fmt.Errorf("look up stored spans: %w", err))
+		}
+		for rows.Next() {
+			var k key
+			if err := rows.Scan(&k.trace, &k.span); err != nil {
+				rows.Close()
+				return nil, wrapCtx(ctx, fmt.Errorf("look up stored spans: %w", err))
+			}
+			stored[k] = true
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, wrapCtx(ctx, fmt.Errorf("look up stored spans: %w", err))
+		}
+	}
+	if len(stored) == 0 {
+		return spans, nil
+	}
+	missing := make([]schema.Span, 0, len(spans))
+	for i := range spans {
+		if !stored[key{spans[i].TraceID.String(), spans[i].SpanID.String()}] {
+			missing = append(missing, spans[i])
+		}
+	}
+	return missing, nil
+}

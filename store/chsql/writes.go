@@ -2,9 +2,12 @@ package chsql
 
 import (
 	"context"
+	"fmt"
 	"sort"
+	"time"
 
 	"github.com/budgetd/budgetd/schema"
+	"github.com/budgetd/budgetd/store"
 )
 
 var spanColumns = []string{
@@ -81,46 +84,32 @@ func appendSpanRow(dst []any, s *schema.Span, res *resourceColumns) []any {
 	)
 }
 
-// rowSizer estimates the bytes a span's row takes in an insert block: its
-// strings and arrays, with the resource's attributes — shared between the
-// spans of a resource in memory, repeated per row in the block — measured
-// once per run of spans that share them.
-type rowSizer struct {
-	res      schema.Attributes
-	resBytes int
-}
-
-// rowOverhead covers a row's fixed-width columns and array offsets.
-const rowOverhead = 160
-
-func (z *rowSizer) span(s *schema.Span) int {
-	if len(s.ResourceAttrs) != len(z.res) || len(s.ResourceAttrs) > 0 && &s.ResourceAttrs[0] != &z.res[0] {
-		z.res, z.resBytes = s.ResourceAttrs, attrBytes(s.ResourceAttrs)
+// waitForInserts waits until no insert into table is running on the
+// server (system.processes), polling every 20 ms, for as long as ctx
+// allows.
+func (s *Store) waitForInserts(ctx context.Context, table string) error {
+	prefix := "INSERT INTO " + s.db + "." + table + " "
+	for {
+		var n uint64
+		err := s.queryOne(ctx, "SELECT count() FROM system.processes WHERE startsWith(query, {prefix:String})",
+			Params{P("prefix", prefix)}, &n)
+		if err != nil {
+			return wrapCtx(ctx, fmt.Errorf("look for running inserts: %w", err))
+		}
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-time.After(20 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
-	n := rowOverhead + z.resBytes + len(s.TraceState) + len(s.Service) + len(s.Name) + len(s.StatusMessage) +
-		len(s.ScopeName) + len(s.ScopeVersion) + attrBytes(s.Attrs)
-	for i := range s.Events {
-		n += 24 + len(s.Events[i].Name) + attrBytes(s.Events[i].Attrs)
-	}
-	for i := range s.Links {
-		n += 96 + len(s.Links[i].TraceState) + attrBytes(s.Links[i].Attrs)
-	}
-	return n
-}
-
-// attrBytes is the block size of attributes: key, type and value per
-// attribute, with their array offsets.
-func attrBytes(as schema.Attributes) int {
-	n := 0
-	for i := range as {
-		n += len(as[i].Key) + len(as[i].Value) + 17
-	}
-	return n
 }
 
 // hopRowBytes estimates a hop's row: its strings and fixed columns.
 func hopRowBytes(h *schema.Hop) int {
-	return rowOverhead + len(h.Service) + len(h.Operation) + len(h.Path) + len(h.RootPath) + len(h.CallerService) +
+	return store.RowOverhead + len(h.Service) + len(h.Operation) + len(h.Path) + len(h.RootPath) + len(h.CallerService) +
 		len(h.CallerOperation) + len(h.CalleeService) + len(h.CalleeOperation) + len(h.BudgetSource)
 }
 
@@ -167,16 +156,37 @@ func traceIndexRows(spans []schema.Span) []traceIndexRow {
 
 // WriteSpans implements store.Store. The spans are written before their
 // trace-index rows, so a trace that can be found always has its spans.
-func (s *Store) WriteSpans(ctx context.Context, token string, spans []schema.Span) error {
+//
+// On servers without insert_deduplication_token, tokens are recorded in the
+// batches table after the insert, so a writer that died, or an attempt
+// that failed, between the two leaves a batch that landed under a token
+// not recorded; spans already stored are left out of the insert (one
+// lookup per batch by trace id), so no span is stored twice.
+func (s *Store) WriteSpans(ctx context.Context, token string, all []schema.Span) error {
+	spans := all
+	if !s.features.DedupToken {
+		// An insert whose client died or timed out can still be running
+		// on the server: let it finish, or the lookup misses what it
+		// is about to store.
+		if err := s.waitForInserts(ctx, "spans"); err != nil {
+			return fmt.Errorf("write spans: %w", err)
+		}
+		var err error
+		if spans, err = s.MissingSpans(ctx, all); err != nil {
+			return fmt.Errorf("write spans: %w", err)
+		}
+	}
 	var res resourceColumns
-	var size rowSizer
+	var size store.SpanSizer
 	err := s.insertParts(ctx, "spans", spanColumns, token, len(spans), func(i int) uint64 { return spans[i].StartNs },
-		func(i int) int { return size.span(&spans[i]) },
+		func(i int) int { return size.Bytes(&spans[i]) },
 		func(i int, dst []any) []any { return appendSpanRow(dst, &spans[i], &res) })
 	if err != nil {
 		return wrapCtx(ctx, err)
 	}
-	idx := traceIndexRows(spans)
+	// The index rows cover the whole batch: a batch whose spans landed
+	// before its index rows did must still be found by trace id.
+	idx := traceIndexRows(all)
 	err = s.insertParts(ctx, "trace_index", []string{"trace_id", "service", "start_ns", "end_ns", "spans"}, token, len(idx),
 		func(i int) uint64 { return idx[i].startNs }, func(i int) int { return 64 + len(idx[i].traceID) + len(idx[i].service) },
 		func(i int, dst []any) []any {
