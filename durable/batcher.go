@@ -93,7 +93,7 @@ func NewBatcher(cfg Config, set Settings) (*Batcher, error) {
 	if _, err := rand.Read(p[:]); err != nil {
 		return nil, fmt.Errorf("create batcher: %w", err)
 	}
-	seen, err := newSeenSpans(cfg.Dedup, "", set.Registerer, time.Now)
+	seen, err := newSeenSpans(cfg.Dedup, "", set, time.Now)
 	if err != nil {
 		return nil, fmt.Errorf("create batcher: %w", err)
 	}
@@ -126,15 +126,7 @@ func (b *Batcher) Stalled() error { return nil }
 // out of the queue (the sender will retry them), and a write in progress
 // is stopped if no other request waits for it.
 func (b *Batcher) Commit(ctx context.Context, spans []schema.Span) error {
-	spans, fps, err := b.seen.claim(spans)
-	if err != nil || len(spans) == 0 {
-		return err // nothing new: a resend is acknowledged as it was the first time
-	}
-	if err := b.commit(ctx, spans); err != nil {
-		b.seen.forget(fps)
-		return err
-	}
-	return nil
+	return b.seen.commit(spans, func(fresh []schema.Span) error { return b.commit(ctx, fresh) })
 }
 
 // commit queues spans and waits for their write.

@@ -66,7 +66,7 @@ func OpenLog(cfg Config, set Settings) (*Durable, error) {
 	if err != nil {
 		return nil, err
 	}
-	if d.seen, err = newSeenSpans(cfg.Dedup, filepath.Join(cfg.WAL.Dir, "seen"), set.Registerer, time.Now); err != nil {
+	if d.seen, err = newSeenSpans(cfg.Dedup, filepath.Join(cfg.WAL.Dir, "seen"), set, time.Now); err != nil {
 		return nil, err
 	}
 	w, err := wal.Open(cfg.WAL.Config, set.Logger)
@@ -186,18 +186,7 @@ var recordBuffers = sync.Pool{New: func() any { return new([]byte) }}
 // Commit implements Durability: it returns once spans are fsynced in
 // the log. A full log is ErrOverloaded, which ingest answers with 503.
 func (d *Durable) Commit(ctx context.Context, spans []schema.Span) error {
-	spans, fps, err := d.seen.claim(spans)
-	if err != nil || len(spans) == 0 {
-		return err // nothing new: a resend is acknowledged as it was the first time
-	}
-	if err := d.commit(ctx, spans); err != nil {
-		d.seen.forget(fps)
-		return err
-	}
-	if err := d.seen.keep(fps); err != nil {
-		d.log.Warn("resends of these spans may be stored twice", "err", err)
-	}
-	return nil
+	return d.seen.commit(spans, func(fresh []schema.Span) error { return d.commit(ctx, fresh) })
 }
 
 // commit appends spans to the log.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -43,6 +44,7 @@ const seenGenerations = 10
 // (no fsync: they survive a killed process, not a lost machine) and read
 // back at start, so a resend after a restart is caught too.
 type seenSpans struct {
+	log    *slog.Logger
 	cfg    DedupConfig
 	genLen time.Duration
 	dir    string // "": memory only
@@ -65,11 +67,12 @@ type seenGen struct {
 
 // newSeenSpans loads the generations in dir that are still in the window
 // and removes older ones. cfg.Window 0 returns nil: no deduplication.
-func newSeenSpans(cfg DedupConfig, dir string, reg prometheus.Registerer, now func() time.Time) (*seenSpans, error) {
+func newSeenSpans(cfg DedupConfig, dir string, set Settings, now func() time.Time) (*seenSpans, error) {
 	if cfg.Window <= 0 {
 		return nil, nil
 	}
-	s := &seenSpans{cfg: cfg, genLen: cfg.Window / seenGenerations, dir: dir, now: now,
+	reg := set.Registerer
+	s := &seenSpans{log: set.Logger, cfg: cfg, genLen: cfg.Window / seenGenerations, dir: dir, now: now,
 		dups: prometheus.NewCounter(prometheus.CounterOpts{Name: "budgetd_ingest_duplicate_spans_total",
 			Help: "Spans acknowledged but not stored again: their (trace id, span id) was accepted within ingest.durability.dedup.window (resends)."}),
 		remembered: prometheus.NewGauge(prometheus.GaugeOpts{Name: "budgetd_ingest_dedup_spans",
@@ -113,14 +116,37 @@ func fingerprint(s *schema.Span) uint64 {
 	return h
 }
 
+// commit hands the spans not seen before to commit, and remembers them
+// once it succeeded: the Commit of both modes. A resend of what was taken
+// already is acknowledged as it was the first time.
+func (s *seenSpans) commit(spans []schema.Span, commit func([]schema.Span) error) error {
+	if s == nil {
+		if len(spans) == 0 {
+			return nil
+		}
+		return commit(spans)
+	}
+	fresh, fps, err := s.claim(spans)
+	if err != nil || len(fresh) == 0 {
+		return err
+	}
+	if err := commit(fresh); err != nil {
+		s.forget(fps)
+		return err
+	}
+	if err := s.keep(fps); err != nil {
+		// The spans are accepted: the answer must say so. A resend of
+		// them after a restart may be stored twice.
+		s.log.Warn("resends of these spans may be stored twice", "err", err)
+	}
+	return nil
+}
+
 // claim returns the spans not seen before (spans itself when all are new)
 // and their fingerprints, which it records at once so a concurrent resend
 // is caught too. The caller either keeps them (keep) or, when the commit
 // failed, gives them back (forget).
 func (s *seenSpans) claim(spans []schema.Span) (fresh []schema.Span, fps []uint64, err error) {
-	if s == nil {
-		return spans, nil, nil
-	}
 	fresh, fps, dups, err := s.record(spans)
 	s.dups.Add(float64(dups))
 	return fresh, fps, err

@@ -3,6 +3,7 @@ package durable
 import (
 	"context"
 	"hash/fnv"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -28,7 +29,7 @@ func TestFingerprintIsFNV1a(t *testing.T) {
 func TestSeenSpansWindow(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	clock := func() time.Time { return now }
-	s, err := newSeenSpans(DedupConfig{Window: 10 * time.Minute, MaxSpans: 1000}, "", prometheus.NewRegistry(), clock)
+	s, err := newSeenSpans(DedupConfig{Window: 10 * time.Minute, MaxSpans: 1000}, "", Settings{Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler)}, clock)
 	require.NoError(t, err)
 	a := storetest.SpanBatch(1, 100)
 
