@@ -50,8 +50,11 @@ type Config struct {
 // refuses new ones with 503 once the log is full.
 type WALConfig struct {
 	wal.Config `yaml:",inline"`
-	// BatchSpans is the most spans one store write carries.
+	// BatchSpans is the most spans one drain batch carries.
 	BatchSpans int `yaml:"batch_spans"`
+	// BatchBytes bounds the log records one drain batch reads (it holds
+	// them decoded, about twice their size, while it is written).
+	BatchBytes int `yaml:"batch_bytes"`
 	// FlushInterval is the longest a record waits for others to share its
 	// store write.
 	FlushInterval time.Duration `yaml:"flush_interval"`
@@ -92,7 +95,7 @@ func DefaultConfig() Config {
 		MaxBackoff:    5 * time.Second,
 		DeadLetterDir: "./data/dead-letter",
 		Dedup:         DedupConfig{Window: 10 * time.Minute, MaxSpans: 8_000_000},
-		WAL: WALConfig{Config: wal.DefaultConfig(), BatchSpans: 20_000, FlushInterval: 200 * time.Millisecond,
+		WAL: WALConfig{Config: wal.DefaultConfig(), BatchSpans: 20_000, BatchBytes: 64 << 20, FlushInterval: 200 * time.Millisecond,
 			StallAfter: 2 * time.Minute},
 		// Batches of up to 8192 spans, at most 20 writes a second, and a
 		// queue of 64Ki spans (around 100 MB of typical spans).
@@ -133,6 +136,9 @@ func (c Config) validate(mode string) error {
 		errs = append(errs, c.WAL.Config.Validate())
 		if c.WAL.BatchSpans <= 0 {
 			errs = append(errs, errors.New("ingest.durability.wal.batch_spans must be > 0"))
+		}
+		if c.WAL.BatchBytes <= 0 {
+			errs = append(errs, errors.New("ingest.durability.wal.batch_bytes must be > 0"))
 		}
 		if c.WAL.FlushInterval <= 0 {
 			errs = append(errs, errors.New("ingest.durability.wal.flush_interval must be > 0"))

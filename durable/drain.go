@@ -96,15 +96,16 @@ func (d *Durable) readRange(ctx context.Context, r *wal.Reader, from, to wal.Pos
 	return b, nil
 }
 
-// collect reads records until the batch is full or FlushInterval passed since
-// its first record. It returns an error — after the records collected so far
+// collect reads records until the batch holds BatchSpans spans or
+// BatchBytes of records, or FlushInterval passed since its first record. It returns an error — after the records collected so far
 // — when stopCtx ends and the log holds nothing more.
 func (d *Durable) collect(stopCtx context.Context, r *wal.Reader) (batch, error) {
 	d.mu.Lock()
 	b := batch{from: d.acked, to: d.acked}
 	d.mu.Unlock()
 	var flushAt time.Time
-	for len(b.spans) < d.cfg.WAL.BatchSpans {
+	bytes := 0
+	for len(b.spans) < d.cfg.WAL.BatchSpans && bytes < d.cfg.WAL.BatchBytes {
 		ctx, cancel := stopCtx, context.CancelFunc(func() {})
 		if !flushAt.IsZero() {
 			ctx, cancel = context.WithDeadline(stopCtx, flushAt)
@@ -117,6 +118,7 @@ func (d *Durable) collect(stopCtx context.Context, r *wal.Reader) (batch, error)
 				flushAt = time.Now().Add(d.cfg.WAL.FlushInterval)
 			}
 			b.to = end
+			bytes += len(payload)
 			b.spans = d.decode(b.spans, payload)
 		case errors.Is(err, context.DeadlineExceeded) && stopCtx.Err() == nil:
 			return b, nil // flush interval passed

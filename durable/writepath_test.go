@@ -155,3 +155,21 @@ func TestReplayLeavesOutWhatLanded(t *testing.T) {
 		})
 	}
 }
+
+// TestDrainBatchBoundedInBytes checks that a drain batch stops at
+// wal.batch_bytes of records: with a bound below one record, every record
+// is a batch of its own.
+func TestDrainBatchBoundedInBytes(t *testing.T) {
+	st := embeddedStore(t)
+	cfg := testConfig(t.TempDir())
+	cfg.WAL.BatchBytes = 1
+	cfg.WAL.FlushInterval = time.Second // without the byte bound, one batch
+	d, err := OpenLog(cfg, Settings{Store: st})
+	require.NoError(t, err)
+	for _, b := range spanBatches(71, 5, 20) {
+		require.NoError(t, d.Commit(context.Background(), b))
+	}
+	waitFor(t, "stored", func() bool { return d.Counters().Spans == 100 })
+	require.NoError(t, d.Shutdown(context.Background()))
+	require.EqualValues(t, 5, d.Counters().Batches)
+}
