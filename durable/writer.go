@@ -26,8 +26,8 @@ type SpanStore interface {
 	CheckWritable(ctx context.Context) error
 }
 
-// The classes of a failed store write, the `class` label of
-// budgetd_store_write_errors_total.
+// The classes of a failed store write (in logs, and the reason label of
+// budgetd_ingest_store_write_errors_total in batch mode).
 const (
 	// classUnavailable: the engine cannot be reached. Retried.
 	classUnavailable = "unavailable"

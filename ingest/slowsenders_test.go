@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -52,7 +53,13 @@ func TestSlowSendersHoldNoSlots(t *testing.T) {
 	_, err = conn.Write([]byte(http2.ClientPreface))
 	require.NoError(t, err)
 	fr := http2.NewFramer(conn, conn)
-	require.NoError(t, fr.WriteSettings())
+	var writing sync.Mutex // a Framer writes from one goroutine at a time
+	write := func(f func() error) error {
+		writing.Lock()
+		defer writing.Unlock()
+		return f()
+	}
+	require.NoError(t, write(func() error { return fr.WriteSettings() }))
 	go func() { // answer the server's SETTINGS and PINGs so it keeps the connection
 		for {
 			f, err := fr.ReadFrame()
@@ -62,11 +69,11 @@ func TestSlowSendersHoldNoSlots(t *testing.T) {
 			switch f := f.(type) {
 			case *http2.SettingsFrame:
 				if !f.IsAck() {
-					_ = fr.WriteSettingsAck()
+					_ = write(fr.WriteSettingsAck)
 				}
 			case *http2.PingFrame:
 				if !f.IsAck() {
-					_ = fr.WritePing(true, f.Data)
+					_ = write(func() error { return fr.WritePing(true, f.Data) })
 				}
 			}
 		}
@@ -84,8 +91,10 @@ func TestSlowSendersHoldNoSlots(t *testing.T) {
 	binary.BigEndian.PutUint32(prefix[1:], 1000)
 	for i := range slowSenders {
 		id := uint32(2*i + 1)
-		require.NoError(t, fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb.Bytes(), EndHeaders: true}))
-		require.NoError(t, fr.WriteData(id, false, append(prefix, "0123456789"...)))
+		require.NoError(t, write(func() error {
+			return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb.Bytes(), EndHeaders: true})
+		}))
+		require.NoError(t, write(func() error { return fr.WriteData(id, false, append(prefix, "0123456789"...)) }))
 	}
 	waitFor(t, "the slow gRPC streams to be open", func() bool {
 		return metricValue(t, ts, "budgetd_ingest_grpc_streams", nil) >= slowSenders
@@ -93,7 +102,7 @@ func TestSlowSendersHoldNoSlots(t *testing.T) {
 
 	a := post(t, ts, http.MethodPost, tracesPath, contentTypeProtobuf, "", good)
 	require.Equal(t, http.StatusOK, a.status, "body: %s", a.body)
-	_, err = exportRaw(t, dialGRPC(t, ts), good, "")
+	_, err = exportRaw(t, dialGRPC(t, ts), encode(t, tracesWithBad(10, 5, 0, 0), encodingProtobuf), "")
 	require.NoError(t, err, "a good gRPC sender is acknowledged")
 	require.Equal(t, uint64(10), countRows(t, st))
 }
