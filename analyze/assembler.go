@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"time"
+	"unsafe"
 
 	"github.com/budgetd/budgetd/schema"
 )
@@ -21,8 +22,15 @@ type AssemblerConfig struct {
 	// MaxSpansPerTrace bounds one trace; further spans are dropped and counted.
 	MaxSpansPerTrace int `yaml:"max_spans_per_trace"`
 	// MaxSpans bounds the spans held across all traces; further spans are
-	// dropped and counted. It is what bounds assembly's memory.
+	// dropped and counted.
 	MaxSpans int `yaml:"max_spans"`
+	// MaxBytes bounds the bytes of the spans held across all traces (their
+	// strings, attributes and events as SpanBytes counts them); further
+	// spans are dropped and counted. With MaxSpans it bounds assembly's
+	// memory whatever the spans carry.
+	MaxBytes int64 `yaml:"max_bytes"`
+	// MaxBytesPerTrace bounds the bytes held for one trace.
+	MaxBytesPerTrace int64 `yaml:"max_bytes_per_trace"`
 	// RememberClosed is how many analysed trace ids are remembered so that a
 	// late span re-opens its trace instead of starting a new one.
 	RememberClosed int `yaml:"remember_closed"`
@@ -32,7 +40,7 @@ type AssemblerConfig struct {
 // maximum wait.
 func DefaultAssemblerConfig() AssemblerConfig {
 	return AssemblerConfig{Idle: 10 * time.Second, MaxWait: 5 * time.Minute, MaxTraces: 100_000, MaxSpansPerTrace: 10_000,
-		MaxSpans: 1_000_000, RememberClosed: 100_000}
+		MaxSpans: 1_000_000, MaxBytes: 1 << 30, MaxBytesPerTrace: 64 << 20, RememberClosed: 100_000}
 }
 
 // Validate reports every setting that cannot work, naming its key.
@@ -53,6 +61,12 @@ func (c AssemblerConfig) Validate() error {
 	if c.MaxSpans < c.MaxSpansPerTrace {
 		errs = append(errs, errors.New("analyze.assembly.max_spans must be >= analyze.assembly.max_spans_per_trace"))
 	}
+	if c.MaxBytesPerTrace <= 0 {
+		errs = append(errs, errors.New("analyze.assembly.max_bytes_per_trace must be > 0"))
+	}
+	if c.MaxBytes < c.MaxBytesPerTrace {
+		errs = append(errs, errors.New("analyze.assembly.max_bytes must be >= analyze.assembly.max_bytes_per_trace"))
+	}
 	if c.RememberClosed < 0 {
 		errs = append(errs, errors.New("analyze.assembly.remember_closed must be >= 0"))
 	}
@@ -64,6 +78,8 @@ type AssemblerCounters struct {
 	DroppedTraceOverflow uint64 // spans of new traces refused at MaxTraces
 	DroppedSpanOverflow  uint64 // spans refused at MaxSpansPerTrace
 	DroppedSpansFull     uint64 // spans refused at MaxSpans
+	DroppedBytesFull     uint64 // spans refused at MaxBytes
+	DroppedBytesOverflow uint64 // spans refused at MaxBytesPerTrace
 	Reopened             uint64 // traces re-opened by late spans
 }
 
@@ -79,6 +95,7 @@ type Assembled struct {
 
 type pendingTrace struct {
 	spans    []schema.Span
+	bytes    int64
 	first    time.Time
 	last     time.Time
 	reopened bool
@@ -93,6 +110,7 @@ type Assembler struct {
 	closed   map[schema.TraceID]struct{}
 	ring     []schema.TraceID // closed ids in closing order, for eviction
 	held     int              // spans held across all pending traces
+	bytes    int64            // their SpanBytes
 	next     int
 	counters AssemblerCounters
 }
@@ -123,6 +141,11 @@ func (a *Assembler) Add(spans []schema.Span, now time.Time) {
 			a.counters.DroppedSpansFull++
 			continue
 		}
+		size := SpanBytes(s)
+		if a.bytes+size > a.cfg.MaxBytes {
+			a.counters.DroppedBytesFull++
+			continue
+		}
 		p, ok := a.pending[s.TraceID]
 		if !ok {
 			if len(a.pending) >= a.cfg.MaxTraces {
@@ -142,13 +165,41 @@ func (a *Assembler) Add(spans []schema.Span, now time.Time) {
 			a.counters.DroppedSpanOverflow++
 			continue
 		}
+		if p.bytes+size > a.cfg.MaxBytesPerTrace {
+			a.counters.DroppedBytesOverflow++
+			continue
+		}
 		if n := arriving[s.TraceID]; n > 0 {
 			p.spans = slices.Grow(p.spans, min(n, a.cfg.MaxSpansPerTrace-len(p.spans)))
 			arriving[s.TraceID] = 0
 		}
 		p.spans = append(p.spans, *s)
+		p.bytes += size
 		a.held++
+		a.bytes += size
 	}
+}
+
+// SpanBytes estimates the memory a held span takes: its struct, strings,
+// attributes and events (links and resource attributes are not held:
+// spans are compacted before assembly).
+func SpanBytes(s *schema.Span) int64 {
+	n := int64(unsafe.Sizeof(*s)) + int64(len(s.Service)+len(s.Name)+len(s.StatusMessage)+len(s.TraceState)+len(s.ScopeName)+len(s.ScopeVersion))
+	attrs := func(as schema.Attributes) int64 {
+		m := int64(0)
+		for i := range as {
+			m += int64(unsafe.Sizeof(as[i])) + int64(len(as[i].Key)+len(as[i].Value))
+		}
+		return m
+	}
+	n += attrs(s.Attrs) + attrs(s.ResourceAttrs)
+	for i := range s.Events {
+		n += int64(unsafe.Sizeof(s.Events[i])) + int64(len(s.Events[i].Name)) + attrs(s.Events[i].Attrs)
+	}
+	for i := range s.Links {
+		n += int64(unsafe.Sizeof(s.Links[i])) + int64(len(s.Links[i].TraceState)) + attrs(s.Links[i].Attrs)
+	}
+	return n
 }
 
 // Ready removes and returns the traces that are due at now: idle for Idle or
@@ -162,6 +213,7 @@ func (a *Assembler) Ready(now time.Time, flush bool) []Assembled {
 		}
 		out = append(out, Assembled{ID: id, Spans: p.spans, Reopened: p.reopened})
 		a.held -= len(p.spans)
+		a.bytes -= p.bytes
 		delete(a.pending, id)
 		a.remember(id)
 	}
@@ -186,6 +238,9 @@ func (a *Assembler) remember(id schema.TraceID) {
 	}
 	a.closed[id] = struct{}{}
 }
+
+// HeldBytes returns the SpanBytes of the spans held.
+func (a *Assembler) HeldBytes() int64 { return a.bytes }
 
 // Pending returns the number of traces and spans held.
 func (a *Assembler) Pending() (traces, spans int) {

@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,7 +27,8 @@ func readyIDs(as []Assembled) []byte {
 }
 
 func TestAssembler(t *testing.T) {
-	cfg := AssemblerConfig{Idle: 10 * time.Second, MaxWait: time.Minute, MaxTraces: 2, MaxSpansPerTrace: 3, MaxSpans: 100, RememberClosed: 1}
+	cfg := AssemblerConfig{Idle: 10 * time.Second, MaxWait: time.Minute, MaxTraces: 2, MaxSpansPerTrace: 3, MaxSpans: 100,
+		MaxBytes: 1 << 20, MaxBytesPerTrace: 1 << 20, RememberClosed: 1}
 	require.NoError(t, cfg.Validate())
 	t0 := time.Unix(1_700_000_000, 0)
 
@@ -88,6 +90,31 @@ func TestAssembler(t *testing.T) {
 		a.Add([]schema.Span{asmSpan(1, 3)}, t0)
 		require.False(t, a.Ready(t0, true)[0].Reopened, "forgotten traces start afresh")
 	})
+}
+
+// TestAssemblerBytes checks the byte bounds: spans past max_bytes_per_trace
+// or max_bytes are dropped and counted, and released traces give their
+// bytes back.
+func TestAssemblerBytes(t *testing.T) {
+	big := func(trace, span byte) schema.Span {
+		s := asmSpan(trace, span)
+		s.Name = strings.Repeat("n", 1000)
+		return s
+	}
+	per := SpanBytes(&[]schema.Span{big(1, 1)}[0])
+	cfg := AssemblerConfig{Idle: time.Second, MaxWait: time.Minute, MaxTraces: 10, MaxSpansPerTrace: 100, MaxSpans: 100,
+		MaxBytes: 5 * per, MaxBytesPerTrace: 3 * per}
+	require.NoError(t, cfg.Validate())
+	t0 := time.Unix(1_700_000_000, 0)
+	a := NewAssembler(cfg)
+	a.Add([]schema.Span{big(1, 1), big(1, 2), big(1, 3), big(1, 4)}, t0)
+	require.Equal(t, uint64(1), a.Counters().DroppedBytesOverflow, "the fourth span is over the trace's bound")
+	a.Add([]schema.Span{big(2, 1), big(2, 2), big(2, 3)}, t0)
+	require.Equal(t, uint64(1), a.Counters().DroppedBytesFull, "the third span of trace 2 is over the total")
+	require.Equal(t, 5*per, a.HeldBytes())
+	require.Len(t, a.Ready(t0.Add(2*time.Second), false), 2)
+	require.Zero(t, a.HeldBytes(), "released traces give their bytes back")
+	require.Greater(t, per, int64(1000), "a span's strings count")
 }
 
 func TestAssemblerConfigValidate(t *testing.T) {

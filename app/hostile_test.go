@@ -127,7 +127,7 @@ func TestHostileTraces(t *testing.T) {
 	for {
 		m := scrape(t, a.APIAddr())
 		seen := m["budgetd_analysis_pending_spans"]
-		for _, reason := range []string{"max_traces", "max_spans_per_trace", "max_spans"} {
+		for _, reason := range []string{"max_traces", "max_spans_per_trace", "max_spans", "max_bytes", "max_bytes_per_trace"} {
 			seen += m[`budgetd_analysis_dropped_spans_total{reason="`+reason+`"}`]
 		}
 		if seen >= float64(wantRows) {

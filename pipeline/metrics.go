@@ -90,6 +90,14 @@ func newMetrics(reg prometheus.Registerer, p *Pipeline) (*metrics, error) {
 		Name: "budgetd_analysis_dropped_spans_total", Help: "Spans not analysed because assembly was full.",
 		ConstLabels: prometheus.Labels{"reason": "max_spans"},
 	}, func() float64 { return float64(p.counters().DroppedSpansFull) })
+	droppedBytes := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "budgetd_analysis_dropped_spans_total", Help: "Spans not analysed because assembly was full.",
+		ConstLabels: prometheus.Labels{"reason": "max_bytes"},
+	}, func() float64 { return float64(p.counters().DroppedBytesFull) })
+	droppedTraceBytes := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "budgetd_analysis_dropped_spans_total", Help: "Spans not analysed because assembly was full.",
+		ConstLabels: prometheus.Labels{"reason": "max_bytes_per_trace"},
+	}, func() float64 { return float64(p.counters().DroppedBytesOverflow) })
 	reopened := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "budgetd_analysis_reopened_traces_total", Help: "Traces analysed again because late spans arrived.",
 	}, func() float64 { return float64(p.counters().Reopened) })
@@ -99,11 +107,14 @@ func newMetrics(reg prometheus.Registerer, p *Pipeline) (*metrics, error) {
 	pendingSpans := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "budgetd_analysis_pending_spans", Help: "Spans waiting in assembly.",
 	}, func() float64 { _, s := p.pending(); return float64(s) })
+	pendingBytes := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "budgetd_analysis_pending_bytes", Help: "Bytes of the spans waiting in assembly (analyze.assembly.max_bytes bounds them).",
+	}, func() float64 { return float64(p.heldBytes()) })
 	edgeStats := func(f func(analyze.Counters) float64) func() float64 {
 		return func() float64 { return f(p.analyzer.Counters()) }
 	}
 	collectors := []prometheus.Collector{m.byService, m.orphaned, m.amplified, m.traces, m.skews, m.findings, m.writeErrors, m.refused, m.readErrors, m.inferred, m.holding,
-		dropped, droppedSpans, droppedFull, reopened, pendingTraces, pendingSpans}
+		dropped, droppedSpans, droppedFull, droppedBytes, droppedTraceBytes, reopened, pendingTraces, pendingSpans, pendingBytes}
 	for _, t := range []struct {
 		table         string
 		edges         func(analyze.Counters) float64

@@ -350,6 +350,12 @@ func (p *Pipeline) counters() analyze.AssemblerCounters {
 	return p.asm.Counters()
 }
 
+func (p *Pipeline) heldBytes() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.asm.HeldBytes()
+}
+
 func (p *Pipeline) pending() (traces, spans int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
