@@ -29,9 +29,10 @@ type Config struct {
 	GRPC GRPCConfig `yaml:"grpc"`
 	HTTP HTTPConfig `yaml:"http"`
 	// MaxConcurrentRequests bounds the requests being decoded, converted
-	// and committed at once over both transports. A request beyond it is
-	// answered 503 / UNAVAILABLE at once: each holds its decoded body, so
-	// this is what bounds ingest's memory when senders outpace the store.
+	// and committed at once on each transport (so senders on one port
+	// cannot take the other's). A request beyond it is answered 503 /
+	// UNAVAILABLE at once. A slot is taken once the request is read;
+	// MaxInFlightBytes bounds the bytes of both transports together.
 	MaxConcurrentRequests int `yaml:"max_concurrent_requests"`
 	// MaxInFlightBytes bounds the request bytes held at once over both
 	// transports — HTTP bodies as they arrive (reserved 256 KiB at a time,

@@ -120,11 +120,11 @@ func (s *Server) exportGRPCRequest(ctx context.Context, dec func(any) error) (*r
 		return nil, outcomeOverloaded, s.grpcError(fail(outcomeOverloaded, errBudgetFull))
 	}
 	defer s.inflight.release(int64(len(data)))
-	if !s.acquire() {
+	if !s.acquire(s.grpcSlots) {
 		in.free()
 		return nil, outcomeOverloaded, s.grpcError(fail(outcomeOverloaded, errors.New("too many concurrent requests")))
 	}
-	defer s.release()
+	defer s.release(s.grpcSlots)
 	if err := s.admit(len(data), transportGRPC); err != nil {
 		in.free()
 		return nil, outcomeOverloaded, s.grpcError(err)

@@ -126,10 +126,10 @@ func (s *Server) exportHTTP(w http.ResponseWriter, r *http.Request) outcome {
 	if err != nil {
 		return s.writeHTTPError(w, enc, err)
 	}
-	if !s.acquire() {
+	if !s.acquire(s.httpSlots) {
 		return s.writeHTTPError(w, enc, fail(outcomeOverloaded, errors.New("too many concurrent requests")))
 	}
-	defer s.release()
+	defer s.release(s.httpSlots)
 	resp, o, err := s.export(r.Context(), td, transportHTTP)
 	if err != nil {
 		return s.writeHTTPError(w, enc, fail(o, err))

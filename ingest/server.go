@@ -51,10 +51,11 @@ type Server struct {
 	// httpTLS is the OTLP/HTTP listener's TLS; nil serves plaintext.
 	httpTLS *tls.Config
 
-	// slots bounds the requests in progress: a handler puts a token in to
-	// start, takes it out when done. Shutdown fills it to wait for the
-	// handlers and to keep new ones out.
-	slots chan struct{}
+	// slots bound the requests in progress, per transport (grpcSlots,
+	// httpSlots), so senders on one port cannot take the other's: a
+	// handler puts a token in to start, takes it out when done. Shutdown
+	// fills them to wait for the handlers and to keep new ones out.
+	grpcSlots, httpSlots chan struct{}
 	// inflight bounds the request bytes held (ingest.max_in_flight_bytes).
 	inflight *byteBudget
 
@@ -99,7 +100,8 @@ func New(cfg Config, set Settings) (*Server, error) {
 		dur:      set.Durability,
 		m:        m,
 		throttle: logthrottle.New(10 * time.Second),
-		slots:    make(chan struct{}, cfg.MaxConcurrentRequests),
+		grpcSlots: make(chan struct{}, cfg.MaxConcurrentRequests),
+		httpSlots: make(chan struct{}, cfg.MaxConcurrentRequests),
 		inflight: &byteBudget{max: cfg.MaxInFlightBytes, gauge: m.inflightBytes},
 		zstd:     newZstdCompressor(),
 	}
@@ -268,11 +270,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // drainSlots takes every request slot, waiting for handlers in progress.
 func (s *Server) drainSlots(ctx context.Context) error {
-	for range cap(s.slots) {
-		select {
-		case s.slots <- struct{}{}:
-		case <-ctx.Done():
-			return fmt.Errorf("wait for ingest requests: %w", ctx.Err())
+	for _, slots := range []chan struct{}{s.grpcSlots, s.httpSlots} {
+		for range cap(slots) {
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				return fmt.Errorf("wait for ingest requests: %w", ctx.Err())
+			}
 		}
 	}
 	return nil
@@ -280,16 +284,16 @@ func (s *Server) drainSlots(ctx context.Context) error {
 
 // acquire takes a request slot without waiting; false means the server is
 // at max_concurrent_requests or shutting down.
-func (s *Server) acquire() bool {
+func (s *Server) acquire(slots chan struct{}) bool {
 	select {
-	case s.slots <- struct{}{}:
+	case slots <- struct{}{}:
 		return true
 	default:
 		return false
 	}
 }
 
-func (s *Server) release() { <-s.slots }
+func (s *Server) release(slots chan struct{}) { <-slots }
 
 func addrString(a net.Addr) string {
 	if a == nil {
