@@ -94,16 +94,16 @@ func New(cfg Config, set Settings) (*Server, error) {
 		return nil, fmt.Errorf("create ingest server: %w", err)
 	}
 	s := &Server{
-		cfg:      cfg,
-		log:      set.Logger,
-		conv:     conv,
-		dur:      set.Durability,
-		m:        m,
-		throttle: logthrottle.New(10 * time.Second),
+		cfg:       cfg,
+		log:       set.Logger,
+		conv:      conv,
+		dur:       set.Durability,
+		m:         m,
+		throttle:  logthrottle.New(10 * time.Second),
 		grpcSlots: make(chan struct{}, cfg.MaxConcurrentRequests),
 		httpSlots: make(chan struct{}, cfg.MaxConcurrentRequests),
-		inflight: &byteBudget{max: cfg.MaxInFlightBytes, gauge: m.inflightBytes},
-		zstd:     newZstdCompressor(),
+		inflight:  &byteBudget{max: cfg.MaxInFlightBytes, gauge: m.inflightBytes},
+		zstd:      newZstdCompressor(),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
