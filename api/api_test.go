@@ -495,26 +495,33 @@ func TestReadyzChecksAndWarnings(t *testing.T) {
 	require.Equal(t, stalled.Error(), body.Reason)
 }
 
+// writeLargeTrace stores a trace of 20 server spans that share a resource
+// of 1,024 attributes of 2 KiB: about 2.1 MiB each as stored, 42 MiB in
+// all, more than GET /traces answers.
+func writeLargeTrace(t *testing.T, st store.Store, id schema.TraceID) {
+	t.Helper()
+	res := make(schema.Attributes, 1024)
+	for i := range res {
+		res[i] = schema.Str(fmt.Sprintf("resource.attribute.%04d", i), strings.Repeat("v", 2048))
+	}
+	start := uint64(detectedAt.Add(-time.Minute).UnixNano())
+	spans := make([]schema.Span, 20)
+	for i := range spans {
+		sid := schema.SpanID{id[0], id[15], 0, 0, 0, 0, 0, byte(i + 1)}
+		spans[i] = schema.Span{TraceID: id, SpanID: sid, Service: "svc", Name: "op", Kind: schema.KindServer,
+			StartNs: start + uint64(i)*1000, EndNs: start + 100_000, ResourceAttrs: res}
+	}
+	require.NoError(t, st.WriteSpans(context.Background(), "large-"+id.String(), spans))
+}
+
 // TestTraceTruncated reads a trace of 20 spans that share a resource of
 // 1,024 attributes of 2 KiB (about 2.1 MiB each as stored): the answer
 // holds the spans within 32 MiB of span data and says it is partial.
 func TestTraceTruncated(t *testing.T) {
 	st := engines()[0].open(t)
-	res := make(schema.Attributes, 1024)
-	for i := range res {
-		res[i] = schema.Str(fmt.Sprintf("resource.attribute.%04d", i), strings.Repeat("v", 2048))
-	}
 	var id schema.TraceID
 	id[0], id[15] = 0x7e, 1
-	start := uint64(detectedAt.Add(-time.Minute).UnixNano())
-	spans := make([]schema.Span, 20)
-	for i := range spans {
-		var sid schema.SpanID
-		sid[0], sid[7] = 0x5a, byte(i+1)
-		spans[i] = schema.Span{TraceID: id, SpanID: sid, Service: "svc", Name: "op", Kind: schema.KindServer,
-			StartNs: start + uint64(i), EndNs: start + 1000, ResourceAttrs: res}
-	}
-	require.NoError(t, st.WriteSpans(context.Background(), "big-trace", spans))
+	writeLargeTrace(t, st, id)
 	ts := newTestServer(t, st)
 	var body struct {
 		Spans      []json.RawMessage `json:"spans"`

@@ -70,25 +70,12 @@ func TestUIInBrowser(t *testing.T) {
 // of a 2 MiB resource against 32 MiB): the page says it is partial and
 // draws the spans it got.
 func testUIPartialTrace(u *uiSession, st store.Store) {
-	t := u.t
-	res := make(schema.Attributes, 1024)
-	for i := range res {
-		res[i] = schema.Str(fmt.Sprintf("resource.attribute.%04d", i), strings.Repeat("v", 2048))
-	}
 	var id schema.TraceID
 	id[0], id[15] = 0x7f, 2
-	start := uint64(detectedAt.Add(-time.Minute).UnixNano())
-	spans := make([]schema.Span, 20)
-	for i := range spans {
-		var sid schema.SpanID
-		sid[0], sid[7] = 0x5b, byte(i+1)
-		spans[i] = schema.Span{TraceID: id, SpanID: sid, Service: "svc", Name: "op", Kind: schema.KindServer,
-			StartNs: start + uint64(i)*1000, EndNs: start + 100_000, ResourceAttrs: res}
-	}
-	require.NoError(t, st.WriteSpans(u.ctx, "ui-partial", spans))
+	writeLargeTrace(u.t, st, id)
 	u.open("#/trace/" + id.String())
-	require.Equal(t, "Partial trace: showing the first 15 spans: the trace holds more than 20000 spans or 32 MiB of span data.", u.text("p.truncated"))
-	require.Equal(t, 15, u.count("table.waterfall tbody tr"))
+	require.Equal(u.t, "Partial trace: showing the first 15 spans: the trace holds more than 20000 spans or 32 MiB of span data.", u.text("p.truncated"))
+	require.Equal(u.t, 15, u.count("table.waterfall tbody tr"))
 }
 
 // uiSession is the browser tab of TestUIInBrowser and what it needs to

@@ -13,26 +13,8 @@ import (
 	"github.com/budgetd/budgetd/durable"
 	"github.com/budgetd/budgetd/ingest"
 	"github.com/budgetd/budgetd/schema"
-	"github.com/budgetd/budgetd/store/chsql"
 	"github.com/budgetd/budgetd/store/storetest"
 )
-
-func spanRows(t *testing.T, st *chsql.Store) uint64 {
-	n, err := st.CountRows(context.Background(), "spans")
-	require.NoError(t, err)
-	return n
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
 
 // TestPoisonSpanDeadLettered makes the engine really refuse one span: a
 // materialized column that throws for it, evaluated by the engine at
@@ -51,16 +33,16 @@ func TestPoisonSpanDeadLettered(t *testing.T) {
 			d, err := durable.OpenLog(cfg, durable.Settings{Store: st})
 			require.NoError(t, err)
 			require.NoError(t, d.Commit(context.Background(), spans))
-			waitUntil(t, "the batch written", func() bool { return d.Counters().Batches == 1 })
+			durable.WaitFor(t, "the batch written", func() bool { return d.Counters().Batches == 1 })
 			require.EqualValues(t, 100, d.Counters().Spans)
 			require.EqualValues(t, 1, d.Counters().DeadLetter)
-			require.EqualValues(t, 100, spanRows(t, st), "the rest of the batch is stored")
+			require.EqualValues(t, 100, durable.SpanRows(t, st), "the rest of the batch is stored")
 
 			next := storetest.SpanBatch(22, 50)
 			require.NoError(t, d.Commit(context.Background(), next))
-			waitUntil(t, "the next batch", func() bool { return d.Counters().Spans == 150 })
+			durable.WaitFor(t, "the next batch", func() bool { return d.Counters().Spans == 150 })
 			require.NoError(t, d.Shutdown(context.Background()))
-			require.EqualValues(t, 150, spanRows(t, st), "the drain goes on")
+			require.EqualValues(t, 150, durable.SpanRows(t, st), "the drain goes on")
 
 			files, err := filepath.Glob(filepath.Join(cfg.DeadLetterDir, "spans-*.jsonl"))
 			require.NoError(t, err)

@@ -11,3 +11,9 @@ var TestConfig = testConfig
 
 // ExecSQL runs a statement on a store, failing the test on error.
 var ExecSQL = execSQL
+
+// WaitFor polls a condition until it holds or a minute passes.
+var WaitFor = waitFor
+
+// SpanRows counts the spans table's rows.
+var SpanRows = rows

@@ -58,16 +58,31 @@ func TestSeenSpansWindow(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, fresh, 1, "past the window")
 
-	// 1,000 remembered at most: filling two more generations forgets the
-	// oldest early.
-	for i := range 2 {
-		now = now.Add(time.Minute)
-		_, _, err = s.claim(storetest.SpanBatch(uint64(10+i), 600))
-		require.NoError(t, err)
-	}
-	s.mu.Lock()
-	require.LessOrEqual(t, s.total, 1000+600)
-	s.mu.Unlock()
+}
+
+// TestSeenSpansMaxSpans checks the memory bound: past MaxSpans the oldest
+// generation is forgotten early, inside the window, and the window gauge
+// says so.
+func TestSeenSpansMaxSpans(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	reg := prometheus.NewRegistry()
+	s, err := newSeenSpans(DedupConfig{Window: 10 * time.Minute, MaxSpans: 1000}, "",
+		Settings{Registerer: reg, Logger: slog.New(slog.DiscardHandler)}, func() time.Time { return now })
+	require.NoError(t, err)
+	first, second := storetest.SpanBatch(10, 600), storetest.SpanBatch(11, 600)
+	_, _, err = s.claim(first)
+	require.NoError(t, err)
+	now = now.Add(time.Minute)
+	_, _, err = s.claim(second) // 1,200 remembered: over the bound until the next rotation
+	require.NoError(t, err)
+	now = now.Add(time.Minute)
+	fresh, _, err := s.claim(second)
+	require.NoError(t, err)
+	require.Empty(t, fresh, "the newer generation is still remembered")
+	fresh, _, err = s.claim(first)
+	require.NoError(t, err)
+	require.Len(t, fresh, 600, "the oldest generation was forgotten two minutes into a ten-minute window")
+	require.Equal(t, 60.0, gathered(t, reg, "budgetd_ingest_dedup_window_seconds"), "resends are recognised one minute back now")
 }
 
 // TestResendAfterRestart commits a request to the log, stops, starts

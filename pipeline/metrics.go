@@ -78,26 +78,23 @@ func newMetrics(reg prometheus.Registerer, p *Pipeline) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	dropped := prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "budgetd_analysis_dropped_spans_total", Help: "Spans not analysed because assembly was full.",
-		ConstLabels: prometheus.Labels{"reason": "max_traces"},
-	}, func() float64 { return float64(p.counters().DroppedTraceOverflow) })
-	droppedSpans := prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "budgetd_analysis_dropped_spans_total", Help: "Spans not analysed because assembly was full.",
-		ConstLabels: prometheus.Labels{"reason": "max_spans_per_trace"},
-	}, func() float64 { return float64(p.counters().DroppedSpanOverflow) })
-	droppedFull := prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "budgetd_analysis_dropped_spans_total", Help: "Spans not analysed because assembly was full.",
-		ConstLabels: prometheus.Labels{"reason": "max_spans"},
-	}, func() float64 { return float64(p.counters().DroppedSpansFull) })
-	droppedBytes := prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "budgetd_analysis_dropped_spans_total", Help: "Spans not analysed because assembly was full.",
-		ConstLabels: prometheus.Labels{"reason": "max_bytes"},
-	}, func() float64 { return float64(p.counters().DroppedBytesFull) })
-	droppedTraceBytes := prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "budgetd_analysis_dropped_spans_total", Help: "Spans not analysed because assembly was full.",
-		ConstLabels: prometheus.Labels{"reason": "max_bytes_per_trace"},
-	}, func() float64 { return float64(p.counters().DroppedBytesOverflow) })
+	// One series per reason a span was left out of assembly.
+	var dropped []prometheus.Collector
+	for _, d := range []struct {
+		reason string
+		count  func(analyze.AssemblerCounters) uint64
+	}{
+		{"max_traces", func(c analyze.AssemblerCounters) uint64 { return c.DroppedTraceOverflow }},
+		{"max_spans_per_trace", func(c analyze.AssemblerCounters) uint64 { return c.DroppedSpanOverflow }},
+		{"max_spans", func(c analyze.AssemblerCounters) uint64 { return c.DroppedSpansFull }},
+		{"max_bytes", func(c analyze.AssemblerCounters) uint64 { return c.DroppedBytesFull }},
+		{"max_bytes_per_trace", func(c analyze.AssemblerCounters) uint64 { return c.DroppedBytesOverflow }},
+	} {
+		dropped = append(dropped, prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "budgetd_analysis_dropped_spans_total", Help: "Spans not analysed because assembly was full.",
+			ConstLabels: prometheus.Labels{"reason": d.reason},
+		}, func() float64 { return float64(d.count(p.counters())) }))
+	}
 	reopened := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "budgetd_analysis_reopened_traces_total", Help: "Traces analysed again because late spans arrived.",
 	}, func() float64 { return float64(p.counters().Reopened) })
@@ -114,7 +111,8 @@ func newMetrics(reg prometheus.Registerer, p *Pipeline) (*metrics, error) {
 		return func() float64 { return f(p.analyzer.Counters()) }
 	}
 	collectors := []prometheus.Collector{m.byService, m.orphaned, m.amplified, m.traces, m.skews, m.findings, m.writeErrors, m.refused, m.readErrors, m.inferred, m.holding,
-		dropped, droppedSpans, droppedFull, droppedBytes, droppedTraceBytes, reopened, pendingTraces, pendingSpans, pendingBytes}
+		reopened, pendingTraces, pendingSpans, pendingBytes}
+	collectors = append(collectors, dropped...)
 	for _, t := range []struct {
 		table         string
 		edges         func(analyze.Counters) float64

@@ -60,9 +60,6 @@ type Store interface {
 	// Totals.FindingsByKind).
 	Totals(ctx context.Context, w Window) (Totals, error)
 
-	// MissingSpans returns the spans of spans not stored, by trace and
-	// span id, in their order.
-	MissingSpans(ctx context.Context, spans []schema.Span) ([]schema.Span, error)
 	// CheckWritable makes a small insert that proves the engine takes
 	// writes at all, so a writer can tell rows the engine refuses from an
 	// engine that refuses everything.

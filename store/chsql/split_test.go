@@ -13,6 +13,8 @@ func TestSplitRows(t *testing.T) {
 	sameDay := func(int) uint64 { return 5 * day }
 
 	require.Nil(t, splitRows(10, sameDay, flat(10), 50, 100), "a batch within both bounds is one insert")
+	farApart := func(i int) uint64 { return uint64(i%2) * 80 * day }
+	require.Nil(t, splitRows(10, farApart, flat(10), 50, 100), "two days 80 apart are two partitions: one insert")
 
 	// Bytes: 10 rows of 30 bytes under 100 bytes a part: 3+3+3+1.
 	parts := splitRows(10, sameDay, flat(30), 50, 100)

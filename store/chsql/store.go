@@ -239,14 +239,19 @@ func (s *Store) insertParts(ctx context.Context, table string, columns []string,
 // returns nil when all rows fit in one part.
 func splitRows(n int, dayNs func(int) uint64, rowBytes func(int) int, maxDays, maxBytes int) [][]int {
 	const nsPerDay = uint64(24 * time.Hour)
-	days := make(map[uint64]int)
-	total := 0
+	// The common batch falls on one or two days: tell that without a map.
+	lo, hi, total := ^uint64(0), uint64(0), 0
 	for i := range n {
-		days[dayNs(i)/nsPerDay] = 0
+		d := dayNs(i) / nsPerDay
+		lo, hi = min(lo, d), max(hi, d)
 		total += rowBytes(i)
 	}
-	if len(days) <= maxDays && total <= maxBytes {
+	if n == 0 || hi-lo < uint64(maxDays) && total <= maxBytes {
 		return nil
+	}
+	days := make(map[uint64]int)
+	for i := range n {
+		days[dayNs(i)/nsPerDay] = 0
 	}
 	sorted := make([]uint64, 0, len(days))
 	for d := range days {
@@ -273,6 +278,9 @@ func splitRows(n int, dayNs func(int) uint64, rowBytes func(int) int, maxDays, m
 			size += b
 		}
 		parts = append(parts, rows[start:])
+	}
+	if len(parts) == 1 {
+		return nil // days far apart, but few of them and few bytes
 	}
 	return parts
 }
