@@ -207,18 +207,21 @@ func checkZeroInstrumentation(t *testing.T, rec, strip experiment) {
 			t.Errorf("%s needs recorded budgets, yet the stripped run has one: %+v", f.Kind, f)
 		}
 	}
-	// Retry amplification comes from sibling spans alone: the same finding
-	// per request, with the same calls and levels.
+	// Retry amplification comes from sibling spans alone: the same number
+	// of findings, with the same retry levels. Their calls are checked
+	// against each run's own ground truth, trace by trace
+	// (checkGroundTruth): the two runs are separate runs of real services,
+	// and under load one request of thirty once made a seventh attempt.
 	amp := func(m measured) map[float64]int {
 		out := map[float64]int{}
 		for _, f := range m.Findings {
 			if f.Kind == "retry_amplification" {
-				out[f.Evidence["calls"]*100+f.Evidence["levels"]]++
+				out[f.Evidence["levels"]]++
 			}
 		}
 		return out
 	}
-	require.Equal(t, amp(rec.Measured), amp(strip.Measured), "retry_amplification (calls, levels) per request")
+	require.Equal(t, amp(rec.Measured), amp(strip.Measured), "retry_amplification findings per retry levels")
 
 	// Timeout inversions: every edge inverted in the recorded run whose
 	// timeout can be seen at all — the caller gave up on it often enough
