@@ -33,6 +33,11 @@ type EdgeStats struct {
 	// durations of its calls that timed out (infer.go), whether or not the
 	// caller recorded one; nil when no call timed out.
 	InferredTimeout *Estimate `json:"inferred_timeout,omitempty"`
+	// DeadlineWait is how long the caller waited on calls that timed out
+	// when a deadline above it passed, estimated the same way: the
+	// patience its deadline gives it, where it has no timeout of its own.
+	// nil when no such call timed out.
+	DeadlineWait *Estimate `json:"deadline_wait,omitempty"`
 }
 
 // edgeKey identifies an edge.
@@ -202,9 +207,12 @@ func (a *edgeAgg) merge(o *edgeAgg) {
 
 // addWait records how long a caller waited on the edge.
 func (a *edgeAgg) addWait(w *waitSample) {
-	if w.gaveUp {
+	switch {
+	case w.atDeadline:
+		a.wait.atDeadline.add(w.ms)
+	case w.gaveUp:
 		a.wait.gaveUp.add(w.ms)
-	} else {
+	default:
 		a.wait.answered.add(w.ms)
 	}
 }
@@ -233,6 +241,9 @@ func (a *edgeAgg) stats(k edgeKey, tolMs float64) EdgeStats {
 	}
 	if est, ok := a.wait.estimate(tolMs); ok {
 		e.InferredTimeout = &est
+	}
+	if est, ok := a.wait.deadlineWait(tolMs); ok {
+		e.DeadlineWait = &est
 	}
 	return e
 }

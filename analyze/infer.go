@@ -172,11 +172,16 @@ func (l *longest) above(ms float64) int {
 type waitAgg struct {
 	gaveUp   waitHist // calls that ended because the caller stopped waiting
 	answered longest  // calls that got an answer
+	// atDeadline holds calls that timed out when a deadline above them
+	// passed (endsWithAncestor): the caller waited as long as its deadline
+	// let it, which is no timeout of its own but is how patient it was.
+	atDeadline waitHist
 }
 
 func (a *waitAgg) merge(o *waitAgg) {
 	a.gaveUp.merge(&o.gaveUp)
 	a.answered.merge(&o.answered)
+	a.atDeadline.merge(&o.atDeadline)
 }
 
 // Estimate is an inferred timeout.
@@ -199,12 +204,23 @@ type Estimate struct {
 
 // estimate infers the timeout from the aggregate, tolMs wide at least.
 func (a *waitAgg) estimate(tolMs float64) (Estimate, bool) {
-	est, k, ok := a.gaveUp.cluster(tolMs)
+	return a.estimateFrom(&a.gaveUp, tolMs)
+}
+
+// deadlineWait estimates, the same way, how long the caller waits on calls
+// its deadline ends: what latency_inversion compares the callee's tail with
+// when the caller has no timeout of its own.
+func (a *waitAgg) deadlineWait(tolMs float64) (Estimate, bool) {
+	return a.estimateFrom(&a.atDeadline, tolMs)
+}
+
+func (a *waitAgg) estimateFrom(h *waitHist, tolMs float64) (Estimate, bool) {
+	est, k, ok := h.cluster(tolMs)
 	if !ok {
 		return Estimate{}, false
 	}
 	over := uint64(a.answered.above(est + max(clusterWidth*est, tolMs)))
-	n := a.gaveUp.count
+	n := h.count
 	agreement := float64(k) / float64(n+over)
 	support := float64(k) / float64(k+supportPrior)
 	return Estimate{Ms: est, Samples: k, TimedOut: n, Confidence: agreement * support}, true
@@ -221,6 +237,9 @@ type waitSample struct {
 	startNs uint64
 	ms      float64
 	gaveUp  bool // the caller stopped waiting; otherwise it got an answer
+	// atDeadline: the caller stopped waiting when a deadline above it
+	// passed, not at a timeout of its own (endsWithAncestor).
+	atDeadline bool
 }
 
 // entryKey is the key under which an entry point's own deadline is
@@ -235,7 +254,9 @@ func entryKey(svc, op string) edgeKey { return edgeKey{calleeSvc: svc, calleeOp:
 // budget.cancelled event says otherwise, and it was not answered by its
 // callee (calleeAnswered): a 504 the callee sent back at its own timeout says
 // nothing about the caller's. A root counts as giving up when it
-// timed out itself (a 504 or 408 it answered, error.type timeout).
+// timed out itself (a 504 or 408 it answered, error.type timeout). A call
+// that timed out when a deadline above it passed (endsWithAncestor) is
+// marked atDeadline: it shows how long the caller waited, not a timeout.
 func (v *view) waitSamples(fn func(waitSample)) {
 	for i := range v.n {
 		nd := &v.n[i]
@@ -255,10 +276,10 @@ func (v *view) waitSamples(fn func(waitSample)) {
 		case f.Cancelled || len(f.Cancellations) > 0:
 			continue
 		case f.TimedOut:
-			if v.calleeAnswered(i) || v.endsWithAncestor(i) || v.passesOnAnswer(i) {
+			if v.calleeAnswered(i) || v.passesOnAnswer(i) {
 				continue
 			}
-			w.gaveUp = true
+			w.gaveUp, w.atDeadline = true, v.endsWithAncestor(i)
 		case nd.isError && !v.answered(i):
 			continue // failed without an answer: a refused connection, a reset
 		}
@@ -317,9 +338,8 @@ func (v *view) endsWithAncestor(i int) bool {
 	// it, and then the call's timeout was below the root's deadline and
 	// cannot be an inversion either. An inner hop's end is no such
 	// evidence: a hop that reset the deadline returns when its own call
-	// times out, long after the deadline above it. (The price: such a
-	// call's edge gets no estimate from these waits, so a latency_inversion
-	// under a root that fails with its call is not inferred.)
+	// times out, long after the deadline above it. Such a call's wait still
+	// says how patient its caller is (waitAgg.atDeadline).
 	j := i
 	for ; v.n[j].parent >= 0; j = v.n[j].parent {
 		if v.asyncStart(j) {

@@ -20,8 +20,13 @@ import (
 // otherwise.
 //
 // An edge whose caller recorded no timeout is judged on its inferred timeout
-// (EdgeStats.InferredTimeout) when that is usable under cfg.Infer; the
-// finding then carries evidence inferred = 1 and the estimate's confidence.
+// (EdgeStats.InferredTimeout) when that is usable under cfg.Infer, or else
+// on how long the caller waited when a deadline above it ended its calls
+// (EdgeStats.DeadlineWait: a caller without a timeout of its own is as
+// patient as its deadline); the finding then carries evidence inferred = 1
+// and the estimate's confidence. Callees that stop at that same deadline
+// are no latency samples (stoppedAtDeadline), so the recommended design,
+// where every hop spends one deadline, is not flagged.
 func LatencyInversions(edges []EdgeStats, cfg Config, now time.Time) []schema.Finding {
 	var out []schema.Finding
 	for _, e := range edges {
@@ -34,6 +39,8 @@ func LatencyInversions(edges []EdgeStats, cfg Config, now time.Time) []schema.Fi
 			timeout = inferredMs{known: true, ms: *e.TimeoutMs, conf: 1}
 		case e.InferredTimeout != nil && e.InferredTimeout.usable(cfg.Infer):
 			timeout = inferredMs{known: true, ms: e.InferredTimeout.Ms, conf: e.InferredTimeout.Confidence, inferred: true}
+		case e.DeadlineWait != nil && e.DeadlineWait.usable(cfg.Infer):
+			timeout = inferredMs{known: true, ms: e.DeadlineWait.Ms, conf: e.DeadlineWait.Confidence, inferred: true}
 		default:
 			continue
 		}

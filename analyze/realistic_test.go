@@ -354,3 +354,42 @@ func TestEdgeClientTimeoutIsItsOwnDeadline(t *testing.T) {
 	require.Empty(t, ofKind(rep.Findings, schema.KindTimeoutInversion))
 	require.Len(t, ofKind(rep.Findings, schema.KindOrphanedWork), 20, "the gateway's work after the user left is still seen")
 }
+
+// A root whose one call times out with it has no timeout of its own on that
+// call (TestEdgeClientTimeoutIsItsOwnDeadline), yet its caller is as patient
+// as that deadline: a callee that works on past it is a latency_inversion,
+// inferred from the deadline wait; one that stops at the same deadline is
+// not; and a recorded timeout wins over the wait.
+func TestDeadlineWaitJudgesLatency(t *testing.T) {
+	chain := func(calleeEnd float64, callAttrs ...schema.Attr) []schema.Span {
+		var spans []schema.Span
+		for n := 1; n <= 20; n++ {
+			off := float64(n%4) * 0.3
+			spans = append(spans, build(n,
+				sp{id: 1, svc: "mobile", name: "checkout", kind: internal, start: 0, end: 1500.5 + off, status: schema.StatusError, attrs: attrs(timedOut())},
+				sp{id: 2, parent: 1, svc: "mobile", name: "POST /checkout", kind: client, start: 0.1, end: 1500.4 + off, status: schema.StatusError,
+					attrs: append(attrs(timedOut(), peerSvc("gateway")), callAttrs...)},
+				sp{id: 3, parent: 2, svc: "gateway", name: "POST /checkout", kind: server, start: 1, end: calleeEnd + off},
+			)...)
+		}
+		return spans
+	}
+	t.Run("callee works on", func(t *testing.T) {
+		li := ofKind(Analyze(chain(2500), testNow, testConfig()).Findings, schema.KindLatencyInversion)
+		require.Len(t, li, 1)
+		require.Equal(t, "gateway", li[0].CalleeService)
+		require.Equal(t, 1.0, li[0].Evidence["inferred"])
+		require.InDelta(t, 1500.5, li[0].Evidence["timeout_ms"], 1.5, "the deadline wait")
+	})
+	t.Run("callee stops at the deadline", func(t *testing.T) {
+		require.Empty(t, ofKind(Analyze(chain(1500.4), testNow, testConfig()).Findings, schema.KindLatencyInversion))
+	})
+	t.Run("a recorded timeout wins", func(t *testing.T) {
+		require.Empty(t, ofKind(Analyze(chain(2500, tmo(3000)), testNow, testConfig()).Findings, schema.KindLatencyInversion))
+	})
+	t.Run("inference off", func(t *testing.T) {
+		cfg := testConfig()
+		cfg.Infer.Enabled = false
+		require.Empty(t, ofKind(Analyze(chain(2500), testNow, cfg).Findings, schema.KindLatencyInversion))
+	})
+}
