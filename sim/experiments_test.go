@@ -22,6 +22,8 @@ import (
 
 	"github.com/budgetd/budgetd/app"
 	"github.com/budgetd/budgetd/config"
+	"github.com/budgetd/budgetd/schema"
+	"github.com/budgetd/budgetd/sim/groundtruth"
 )
 
 var updateExperiments = flag.Bool("update-experiments", false, "rewrite the generated tables of docs/experiments.md")
@@ -50,6 +52,7 @@ type pathRow struct {
 type finding struct {
 	Kind          string             `json:"kind"`
 	TraceID       string             `json:"trace_id"`
+	Service       string             `json:"service"`
 	Path          string             `json:"path"`
 	CallerService string             `json:"caller_service"`
 	CalleeService string             `json:"callee_service"`
@@ -100,12 +103,14 @@ var zeroInstrumentation = []string{"seed000_independent", "seed000_ladder", "see
 // -update-experiments it rewrites the tables of docs/experiments.md.
 func TestExperiments(t *testing.T) {
 	results := map[string]experiment{}
+	var scores []groundtruth.Row
 	for i, name := range Demo {
 		// Both OTLP transports are exercised.
 		protocol := []string{ProtocolGRPC, ProtocolHTTP}[i%2]
 		t.Run(name, func(t *testing.T) {
 			ex := runExperiment(t, name, protocol, false)
 			checkGroundTruth(t, ex, 0.10)
+			scores = append(scores, groundtruth.Rows(name, "recorded", scoreFindings(t, ex))...)
 			results[name] = ex
 		})
 	}
@@ -116,6 +121,7 @@ func TestExperiments(t *testing.T) {
 			ex := runExperiment(t, name, protocol, true)
 			// Orphaned work from timing alone: within 15 %.
 			checkGroundTruth(t, ex, 0.15)
+			scores = append(scores, groundtruth.Rows(name, "stripped", scoreFindings(t, ex))...)
 			stripped[name] = ex
 			if rec, ok := results[name]; ok {
 				checkZeroInstrumentation(t, rec, ex)
@@ -193,7 +199,7 @@ func TestExperiments(t *testing.T) {
 	if *updateExperiments {
 		require.Equal(t, len(Demo), len(results), "every scenario must run to regenerate the tables")
 		require.Equal(t, len(zeroInstrumentation), len(stripped), "every stripped run must run to regenerate the tables")
-		require.NoError(t, writeTables(experimentsDoc, results, stripped))
+		require.NoError(t, writeTables(experimentsDoc, results, stripped, scores))
 	}
 }
 
@@ -283,6 +289,47 @@ func checkZeroInstrumentation(t *testing.T, rec, strip experiment) {
 // checkGroundTruth compares budgetd's figures with the simulator's.
 //
 // orphanShare is the relative error allowed on orphaned work.
+// scoreFindings scores budgetd's findings per kind against the truth's
+// (DESIGN §5 judged from the simulator's own observations): no false
+// positive of any kind, and a recall of at least 95 % for every kind the
+// truth expects.
+func scoreFindings(t *testing.T, ex experiment) []groundtruth.Score {
+	t.Helper()
+	keys := make([]groundtruth.Expect, len(ex.Measured.Findings))
+	for i, f := range ex.Measured.Findings {
+		keys[i] = groundtruth.Key(schema.Kind(f.Kind), f.TraceID, f.Service, f.CalleeService)
+	}
+	truth := ex.Truth.Findings
+	scores := groundtruth.ScoreKeys(keys, truth)
+	t.Logf("%s (stripped %v): %d expected, %d ambiguous, %d findings\n%s", ex.Scenario.Name, ex.Stripped,
+		len(truth.Expected), len(truth.Ambiguous), len(keys), groundtruth.Summary(scores))
+	falseKeys := map[groundtruth.Expect]bool{}
+	for _, k := range groundtruth.False(keys, truth) {
+		falseKeys[k] = true
+	}
+	perKind := map[string]int{}
+	for i, f := range ex.Measured.Findings {
+		if falseKeys[keys[i]] {
+			delete(falseKeys, keys[i])
+			if perKind[f.Kind]++; perKind[f.Kind] <= 3 {
+				t.Logf("false %s on %s → %s trace %s: %v", f.Kind, f.Service, f.CalleeService, f.TraceID, f.Evidence)
+			}
+		}
+	}
+	for _, e := range groundtruth.Missed(keys, truth, 3) {
+		t.Logf("missed %s on %s (callee %q) trace %s", e.Kind, e.Service, e.Callee, e.TraceID)
+	}
+	for _, s := range scores {
+		if s.FP > 0 {
+			t.Errorf("%s: %d false positives", s.Kind, s.FP)
+		}
+		if s.TP+s.FN > 0 && s.Recall() < 0.95 {
+			t.Errorf("%s: recall %.0f %% (%d of %d found)", s.Kind, 100*s.Recall(), s.TP, s.TP+s.FN)
+		}
+	}
+	return scores
+}
+
 func checkGroundTruth(t *testing.T, ex experiment, orphanShare float64) {
 	tr, m := ex.Truth, ex.Measured
 	s := tr.Summary
@@ -491,7 +538,7 @@ func (b *budgetd) measure(t *testing.T, tr *Truth) measured {
 }
 
 // writeTables replaces the generated part of the experiments page.
-func writeTables(path string, results, stripped map[string]experiment) error {
+func writeTables(path string, results, stripped map[string]experiment, scores []groundtruth.Row) error {
 	doc, err := os.ReadFile(path)
 	if err != nil {
 		return err
@@ -502,9 +549,19 @@ func writeTables(path string, results, stripped map[string]experiment) error {
 	}
 	var out bytes.Buffer
 	out.Write(doc[:begin+len(beginMarker)])
-	out.WriteString("\n" + renderTables(results) + renderStripped(results, stripped))
+	out.WriteString("\n" + renderTables(results) + renderStripped(results, stripped) + renderScores(scores))
 	out.Write(doc[end:])
 	return os.WriteFile(path, out.Bytes(), 0o644)
+}
+
+// renderScores renders the per-kind scores of every run against the
+// truth's findings.
+func renderScores(rows []groundtruth.Row) string {
+	return "\n### Precision and recall per finding kind\n\n" +
+		"Every run's findings scored against the findings the ground truth judges a correct budgetd to report " +
+		"(package `sim/groundtruth`, the rules in \"What is compared, and how\" above), matched on kind, trace, " +
+		"service and, for call kinds, callee; `latency_inversion` per edge. Several findings with one key count once.\n\n" +
+		groundtruth.Table(rows) + "\n"
 }
 
 // seedReported is what seed 000 reports for each policy, for reference.

@@ -94,6 +94,7 @@ type callKey struct{}
 type invocation struct {
 	req, id  int
 	cancelAt time.Time
+	served   bool // serve ran: the request was not refused
 }
 
 type invocationKey struct{}
@@ -137,9 +138,10 @@ func (c *caller) close() { c.base.CloseIdleConnections() }
 // when it got no answer) and error.
 func (c *caller) do(ctx context.Context, req, parent int) (int, error) {
 	status := 0
+	logical := c.rec.newLogical()
 	attempt := func(ctx context.Context, n int) error {
 		var err error
-		status, err = c.attempt(ctx, req, parent, n)
+		status, err = c.attempt(ctx, req, parent, retryPolicy{logical: logical, attempt: n}, n)
 		return err
 	}
 	if c.call.BudgetCheck {
@@ -164,14 +166,21 @@ func (c *caller) do(ctx context.Context, req, parent int) (int, error) {
 }
 
 // attempt sends one request and reads the answer.
-func (c *caller) attempt(ctx context.Context, req, parent, n int) (int, error) {
+func (c *caller) attempt(ctx context.Context, req, parent int, policy retryPolicy, n int) (int, error) {
 	ctx = context.WithValue(ctx, attemptKey{}, n)
+	var own time.Duration
 	if c.policy != PolicyDeadline {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.call.Timeout)
 		defer cancel()
+		// The policy is recorded on the CLIENT span (fixedTimeout).
+		own, policy.maxAttempts, policy.backoff = c.call.Timeout, c.call.Attempts, c.call.Backoff
+	} else if dl, ok := ctx.Deadline(); c.call.Timeout > 0 && (!ok || c.call.Timeout < time.Until(dl)-c.call.Margin) {
+		// budget.Transport's cap is a timer of the caller's own where it
+		// is shorter than what the budget leaves.
+		own = c.call.Timeout
 	}
-	id := c.rec.startCall(req, parent, c.callee, time.Now())
+	id := c.rec.startCall(req, parent, c.callee, policy, own, time.Now())
 	hr, err := http.NewRequestWithContext(context.WithValue(ctx, callKey{}, id), http.MethodGet, c.url, nil)
 	if err != nil {
 		c.rec.endCall(id, time.Now())
@@ -263,7 +272,7 @@ func (t *wire) failed(r *http.Request, err error) error {
 	// here, as close as possible to the end of the CLIENT span.
 	ctx := r.Context()
 	if id, ok := ctx.Value(callKey{}).(int); ok {
-		t.rec.endCall(id, time.Now())
+		t.rec.endCallAs(id, time.Now(), true, errors.Is(ctx.Err(), context.DeadlineExceeded))
 	}
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
@@ -343,7 +352,8 @@ func (h *hop) record(next http.Handler) http.Handler {
 		inv := &invocation{req: req}
 		inv.id = h.rec.startInvocation(req, h.index, call, received, time.Now())
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), invocationKey{}, inv)))
-		h.rec.endInvocation(inv.id, time.Now(), inv.cancelAt)
+		// A request the budget middleware refused never reached serve.
+		h.rec.endInvocation(inv.id, time.Now(), inv.cancelAt, !inv.served)
 	})
 }
 
@@ -353,6 +363,7 @@ func (h *hop) serve(w http.ResponseWriter, r *http.Request) {
 	if inv == nil {
 		inv = &invocation{}
 	}
+	inv.served = true
 	ctx := r.Context()
 	stopOnCancel := *h.cfg.StopOnCancel
 	// A hop that follows its request context observes the cancellation; the

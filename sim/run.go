@@ -183,6 +183,7 @@ func startChain(ctx context.Context, sc Scenario, cfg Config, n int) (_ *chain, 
 		scenario: sc.Name, policy: sc.Policy, scale: sc.TimeScale,
 		tolerance: time.Duration(cfg.OrphanToleranceMs * float64(time.Millisecond)),
 		edge:      scale.d(cl.EdgeBudget), rootPath: clientSvc + ":" + cl.Operation,
+		client: clientSvc, stripped: cfg.StripBudget,
 	}
 	c.edge, c.rootOp = scale.d(cl.EdgeBudget), cl.Operation
 	c.think, c.thinkRand = scaleDist(cl.Think, scale), newLockedRand(sc.Seed, 1<<32)
@@ -194,6 +195,7 @@ func startChain(ctx context.Context, sc Scenario, cfg Config, n int) (_ *chain, 
 		hops[i] = scaleHop(h, scale)
 		path += " > " + cfg.ServicePrefix + h.Service + ":" + h.Operation
 		c.plan.services = append(c.plan.services, cfg.ServicePrefix+h.Service)
+		c.plan.resets = append(c.plan.resets, hops[i].Policy == PolicyDeadline)
 		c.plan.paths = append(c.plan.paths, path)
 	}
 	c.client = newCaller(clientTP, cl.Policy, scaleCall(cl.Call, scale), true, 0, hops[0].Operation, url(0),

@@ -153,28 +153,28 @@ func TestTruthOrphanedWork(t *testing.T) {
 	// database under the first order invocation stopped 3 ms after its
 	// cancellation: under the tolerance.
 	r.request(0, reqRec{traceID: "a", start: at(0), end: at(100), deadline: at(100)})
-	c1 := r.startCall(0, 0, 0, at(0))
+	c1 := r.startCall(0, 0, 0, retryPolicy{}, 0, at(0))
 	r.endCall(c1, at(100))
 	r.endCall(c1, at(101)) // the first record counts
 	gw := r.startInvocation(0, 0, c1, math.NaN(), at(1))
-	r.endInvocation(gw, at(160), time.Time{})
-	c2 := r.startCall(0, gw, 1, at(2))
+	r.endInvocation(gw, at(160), time.Time{}, false)
+	c2 := r.startCall(0, gw, 1, retryPolicy{}, 0, at(2))
 	r.endCall(c2, at(40))
 	o1 := r.startInvocation(0, 1, c2, 35, at(3))
-	r.endInvocation(o1, at(70), time.Time{})
-	c3 := r.startCall(0, o1, 2, at(4))
+	r.endInvocation(o1, at(70), time.Time{}, false)
+	c3 := r.startCall(0, o1, 2, retryPolicy{}, 0, at(4))
 	r.endCall(c3, at(90))
 	db := r.startInvocation(0, 2, c3, math.NaN(), at(5))
-	r.endInvocation(db, at(43), at(40.5))
-	c4 := r.startCall(0, gw, 1, at(119))
+	r.endInvocation(db, at(43), at(40.5), false)
+	c4 := r.startCall(0, gw, 1, retryPolicy{}, 0, at(119))
 	r.endCall(c4, at(155))
 	o2 := r.startInvocation(0, 1, c4, math.NaN(), at(120))
-	r.endInvocation(o2, at(150), time.Time{})
+	r.endInvocation(o2, at(150), time.Time{}, false)
 	// Request 1 succeeds without orphaned work.
 	r.request(1, reqRec{traceID: "b", start: at(0), end: at(20), deadline: at(100), status: 200, success: true})
-	c5 := r.startCall(1, 0, 0, at(0))
+	c5 := r.startCall(1, 0, 0, retryPolicy{}, 0, at(0))
 	r.endCall(c5, at(20))
-	r.endInvocation(r.startInvocation(1, 0, c5, math.NaN(), at(1)), at(19), time.Time{})
+	r.endInvocation(r.startInvocation(1, 0, c5, math.NaN(), at(1)), at(19), time.Time{}, false)
 
 	tr := r.truth(plan{
 		scenario: "t", policy: PolicyIndependent, scale: 0.5, tolerance: 5 * time.Millisecond, edge: 100 * time.Millisecond,

@@ -5,6 +5,9 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/budgetd/budgetd/schema"
+	"github.com/budgetd/budgetd/sim/groundtruth"
 )
 
 // Ms is one duration in both clocks: Real is what the spans (and so budgetd)
@@ -46,6 +49,11 @@ type Truth struct {
 	Summary  Summary        `json:"summary"`
 	Requests []RequestTruth `json:"requests"`
 	Spans    SpanCounts     `json:"spans"`
+	// Findings are the findings a correct budgetd reports on this run,
+	// judged per finding kind from the same observations (package
+	// groundtruth), for the run's spans as exported: stripped of budget
+	// attributes or not.
+	Findings groundtruth.Truth `json:"-"`
 }
 
 // HopTruth sums one hop over the run.
@@ -129,16 +137,34 @@ type SpanCounts struct {
 // runs. It is safe for concurrent use. Ids are 1-based indexes; call parent
 // 0 stands for the client's root span.
 type recorder struct {
-	mu    sync.Mutex
-	calls []callRec
-	invs  []invRec
-	reqs  []reqRec
+	mu       sync.Mutex
+	calls    []callRec
+	invs     []invRec
+	reqs     []reqRec
+	logicals int
 }
 
 // callRec is one call attempt.
 type callRec struct {
 	req, parent, callee int
 	start, end          time.Time
+	// policy is the retry policy and ownTimeout the timer the caller set
+	// for this attempt itself (0: only the deadline it inherited bounds
+	// it); logical numbers the logical call the attempt belongs to.
+	policy     retryPolicy
+	ownTimeout time.Duration
+	// gaveUp says the caller stopped waiting without an answer, timedOut
+	// that a deadline or timer ended the wait.
+	gaveUp, timedOut bool
+}
+
+// retryPolicy is what a call attempt knows of its logical call.
+type retryPolicy struct {
+	logical, attempt int
+	// maxAttempts and backoff as recorded in the attempt's attributes; 0
+	// when the caller records none (it pays retries from the budget).
+	maxAttempts int
+	backoff     time.Duration
 }
 
 // invRec is one handler invocation of a hop.
@@ -147,6 +173,7 @@ type invRec struct {
 	start, end     time.Time
 	cancelAt       time.Time // zero: no cancellation observed while it ran
 	budgetMs       float64   // received budget in real ms; NaN when none
+	rejected       bool      // refused by the budget middleware
 }
 
 // reqRec is one request of the client.
@@ -162,20 +189,32 @@ func newRecorder(requests int) *recorder {
 	return &recorder{reqs: make([]reqRec, requests)}
 }
 
-func (r *recorder) startCall(req, parent, callee int, at time.Time) int {
+// newLogical returns the number of a new logical call.
+func (r *recorder) newLogical() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.calls = append(r.calls, callRec{req: req, parent: parent, callee: callee, start: at})
+	r.logicals++
+	return r.logicals
+}
+
+func (r *recorder) startCall(req, parent, callee int, policy retryPolicy, ownTimeout time.Duration, at time.Time) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, callRec{req: req, parent: parent, callee: callee, start: at, policy: policy, ownTimeout: ownTimeout})
 	return len(r.calls)
 }
 
 // endCall records when the caller stopped waiting for call id; the first
 // record counts (the wire records a give-up before the attempt returns).
-func (r *recorder) endCall(id int, at time.Time) {
+func (r *recorder) endCall(id int, at time.Time) { r.endCallAs(id, at, false, false) }
+
+// endCallAs is endCall for an attempt that got no answer (gaveUp), because
+// a deadline or timer fired (timedOut) or not.
+func (r *recorder) endCallAs(id int, at time.Time, gaveUp, timedOut bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if c := &r.calls[id-1]; c.end.IsZero() {
-		c.end = at
+		c.end, c.gaveUp, c.timedOut = at, gaveUp, timedOut
 	}
 }
 
@@ -186,10 +225,10 @@ func (r *recorder) startInvocation(req, hop, call int, budgetMs float64, at time
 	return len(r.invs)
 }
 
-func (r *recorder) endInvocation(id int, at, cancelAt time.Time) {
+func (r *recorder) endInvocation(id int, at, cancelAt time.Time, rejected bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.invs[id-1].end, r.invs[id-1].cancelAt = at, cancelAt
+	r.invs[id-1].end, r.invs[id-1].cancelAt, r.invs[id-1].rejected = at, cancelAt, rejected
 }
 
 func (r *recorder) request(i int, rec reqRec) {
@@ -207,8 +246,13 @@ type plan struct {
 	tolerance time.Duration
 	edge      time.Duration
 	rootPath  string
+	client    string   // the client's service
 	services  []string // per hop
 	paths     []string // per hop
+	stripped  bool     // the spans lose their budget attributes
+	// resets says, per hop, that the hop starts a budget of its own when
+	// it receives none (the deadline policy's default budget).
+	resets []bool
 }
 
 // truth computes the Truth of a finished run. Requests the run did not get
@@ -353,7 +397,86 @@ func (r *recorder) truth(p plan) *Truth {
 		s.OrphanedWorkPerFailedRequest = ms(orphanedFailed / time.Duration(s.Failed))
 		s.BusyAfterClientLeftPerFailedRequest = ms(busyFailed / time.Duration(s.Failed))
 	}
+	t.Findings = r.findings(p)
 	return t
+}
+
+// findings judges, per finding kind, what a correct budgetd reports on the
+// run (the caller holds r.mu). Every kind of DESIGN §5 applies to the
+// chain: work past the give-up instant, timeouts against what was left,
+// retry policies against it, retries that multiply, slow tails against the
+// caller's patience, and budgets that grow on the way down.
+func (r *recorder) findings(p plan) groundtruth.Truth {
+	log := r.groundLog(p)
+	b := groundtruth.New(p.scenario, p.stripped, &log)
+	b.Orphans()
+	b.Inversions(!p.stripped)
+	b.LatencyAll(!p.stripped)
+	b.UnfundedRetryPolicies()
+	b.RetriesWithoutBudget()
+	b.RetryAmplification()
+	r.budgetResets(b, p)
+	return b.Truth()
+}
+
+// groundLog converts the observations to package groundtruth's form.
+func (r *recorder) groundLog(p plan) groundtruth.Log {
+	var log groundtruth.Log
+	for _, rr := range r.reqs {
+		if rr.filled {
+			log.Requests = append(log.Requests, &groundtruth.Request{Trace: rr.traceID, Start: rr.start, Deadline: rr.deadline})
+		}
+	}
+	trace := func(req int) string { return r.reqs[req].traceID }
+	for _, c := range r.calls {
+		caller := p.client
+		if c.parent > 0 {
+			caller = p.services[r.invs[c.parent-1].hop]
+		}
+		log.Calls = append(log.Calls, &groundtruth.Call{
+			Trace: trace(c.req), Caller: caller, Callee: p.services[c.callee], Parent: c.parent - 1,
+			Start: c.start, End: c.end, OwnTimeout: c.ownTimeout,
+			TimerFired: c.timedOut && c.ownTimeout > 0, GaveUp: c.gaveUp, TimedOut: c.timedOut,
+			Logical: c.policy.logical, Attempt: c.policy.attempt,
+			MaxAttempts: c.policy.maxAttempts, Backoff: c.policy.backoff,
+		})
+	}
+	for _, inv := range r.invs {
+		log.Invs = append(log.Invs, &groundtruth.Invocation{
+			Trace: trace(inv.req), Service: p.services[inv.hop], Call: inv.call - 1,
+			Start: inv.start, End: inv.end, CancelAt: inv.cancelAt, Rejected: inv.rejected,
+		})
+	}
+	return log
+}
+
+// budgetResets adds budget_reset on every invocation that received more
+// budget than its request had left (R at its call's start), or none at all
+// under a deadline policy although the request had a deadline: the hop then
+// starts a new budget of its own (DESIGN §5). Only recorded budgets show it.
+func (r *recorder) budgetResets(b *groundtruth.Builder, p plan) {
+	if p.stripped {
+		return
+	}
+	for _, inv := range r.invs {
+		if inv.call == 0 {
+			continue
+		}
+		c := &r.calls[inv.call-1]
+		d, ok := b.Deadline(r.reqs[inv.req].traceID, c.parent-1)
+		if !ok {
+			continue
+		}
+		e := groundtruth.Expect{Kind: schema.KindBudgetReset, TraceID: r.reqs[inv.req].traceID, Service: p.services[inv.hop]}
+		left := d.Sub(c.start)
+		switch {
+		case !math.IsNaN(inv.budgetMs):
+			received := time.Duration(inv.budgetMs * float64(time.Millisecond))
+			b.Add(groundtruth.Judge(received-left), e)
+		case inv.hop < len(p.resets) && p.resets[inv.hop]:
+			b.Add(groundtruth.Yes, e)
+		}
+	}
 }
 
 // quantile returns the q-quantile of sorted values, interpolating linearly

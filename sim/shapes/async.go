@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/budgetd/budgetd/budget"
+	"github.com/budgetd/budgetd/sim/groundtruth"
 )
 
 // message is what the in-process queue carries: headers (the trace context
@@ -108,7 +109,7 @@ func runAsync(ctx context.Context, o Options, name string, carryBudget bool, cou
 		}
 		return n.load(ctx, count, 5)
 	}()
-	return finish(ctx, n, err, func() Truth { return newTruth(name, o.Strip, n.rec).standard().truth() })
+	return finish(ctx, n, err, func() groundtruth.Truth { return newTruth(name, o.Strip, n.rec).Standard().Truth() })
 }
 
 // consume runs the worker: one goroutine per message, each starting after

@@ -19,7 +19,7 @@
 // deadline it inherited) and every handler invocation (when it started and
 // stopped working, which call caused it, the deadline a message carried).
 // Truth derives from those instants the findings a correct budgetd must
-// report, with margins (see the constants in truth.go) so that no scored case
+// report (package sim/groundtruth, with its margins) so that no scored case
 // is borderline; cases within the margins are Ambiguous and not scored.
 //
 // Run a scenario with Options.Strip to remove every budget.* attribute and

@@ -15,6 +15,7 @@ import (
 
 	"github.com/budgetd/budgetd/budget"
 	"github.com/budgetd/budgetd/schema"
+	"github.com/budgetd/budgetd/sim/groundtruth"
 )
 
 // chainPlan is what one request of a gRPC chain does at each hop.
@@ -80,18 +81,18 @@ func grpcChain(ctx context.Context, o Options, name string, reset bool, count in
 		}
 		return n.load(ctx, count, 5)
 	}()
-	return finish(ctx, n, err, func() Truth {
+	return finish(ctx, n, err, func() groundtruth.Truth {
 		b := newTruth(name, o.Strip, n.rec)
 		recorded := !o.Strip
-		b.orphans()
-		b.inversions(recorded)
+		b.Orphans()
+		b.Inversions(recorded)
 		if reset && recorded {
 			// db receives order's 1000 ms as its budget: more than the
 			// request had left (at most 400 ms), so budget_reset on db.
-			b.entries(schema.KindBudgetReset, "db", func(*invRec) verdict { return yes })
+			b.Entries(schema.KindBudgetReset, "db", func(*groundtruth.Invocation) groundtruth.Verdict { return groundtruth.Yes })
 		}
-		b.latencyAll(recorded)
-		return b.truth()
+		b.LatencyAll(recorded)
+		return b.Truth()
 	})
 }
 
@@ -219,7 +220,7 @@ func fanout(fail bool) func(context.Context, Options) (Result, error) {
 			}
 			return n.load(ctx, count, 5)
 		}()
-		return finish(ctx, n, err, func() Truth { return newTruth(name, o.Strip, n.rec).standard().truth() })
+		return finish(ctx, n, err, func() groundtruth.Truth { return newTruth(name, o.Strip, n.rec).Standard().Truth() })
 	}
 }
 
@@ -297,7 +298,7 @@ func hedging(ignoreCancel bool) func(context.Context, Options) (Result, error) {
 			}
 			return n.load(ctx, count, 5)
 		}()
-		return finish(ctx, n, err, func() Truth { return newTruth(name, o.Strip, n.rec).standard().truth() })
+		return finish(ctx, n, err, func() groundtruth.Truth { return newTruth(name, o.Strip, n.rec).Standard().Truth() })
 	}
 }
 

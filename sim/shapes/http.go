@@ -12,6 +12,7 @@ import (
 
 	"github.com/budgetd/budgetd/budget"
 	"github.com/budgetd/budgetd/schema"
+	"github.com/budgetd/budgetd/sim/groundtruth"
 )
 
 // proxy starts an uninstrumented HTTP proxy name in front of target: it
@@ -149,12 +150,12 @@ func partialSampling(inversion bool) func(context.Context, Options) (Result, err
 			}
 			return n.load(ctx, count, 5)
 		}()
-		return finish(ctx, n, err, func() Truth {
-			b := newTruth(name, o.Strip, n.rec).standard()
+		return finish(ctx, n, err, func() groundtruth.Truth {
+			b := newTruth(name, o.Strip, n.rec).Standard()
 			if inversion {
-				b.entries(schema.KindBudgetReset, "db", func(*invRec) verdict { return unsure })
+				b.Entries(schema.KindBudgetReset, "db", func(*groundtruth.Invocation) groundtruth.Verdict { return groundtruth.Unsure })
 			}
-			return b.truth()
+			return b.Truth()
 		})
 	}
 }
@@ -173,10 +174,11 @@ func partialSampling(inversion bool) func(context.Context, Options) (Result, err
 // Truth: orphaned_work on backend wherever it worked ≥ 20 ms after gateway
 // stopped waiting (the sidecar's 504), and latency_inversion on gateway →
 // backend (backend's p99 of 300 ms against the 150 ms that gateway's side
-// waits) is real but not scored: the root fails at the same instant, which
-// budgetd takes as one deadline and does not estimate from. Nothing else:
-// the 504s that frontend and the edge receive were answered by their
-// callees.
+// waits). The root fails at the same instant as gateway's call, which
+// budgetd takes as one deadline: no timeout of gateway's own is estimated
+// from those waits, but they show how long gateway waits (the deadline
+// wait of docs/attributes.md §3a). Nothing else: the 504s that frontend and
+// the edge receive were answered by their callees.
 func httpSemconv(ctx context.Context, o Options) (Result, error) {
 	count := o.requests(40)
 	n := newNetwork(o.Strip)
@@ -235,15 +237,14 @@ func httpSemconv(ctx context.Context, o Options) (Result, error) {
 		}
 		return n.load(ctx, count, 5)
 	}()
-	return finish(ctx, n, err, func() Truth {
+	return finish(ctx, n, err, func() groundtruth.Truth {
 		b := newTruth("http_semconv", o.Strip, n.rec)
-		b.orphans()
-		b.inversions(false)
-		// Every hop passes the 504 up at once, so the root times out at the
-		// instant gateway's call does, and budgetd leaves such waits out of
-		// the timeout estimate (docs/attributes.md §3a): gateway's timeout
-		// is not inferable here, and the latency_inversion is not scored.
-		b.latencyNotInferable()
-		return b.truth()
+		b.Orphans()
+		b.Inversions(false)
+		// The sidecar's timer fired on 30 % of the calls: gateway's wait is
+		// known to budgetd (as a deadline wait) once it fired MinSamples
+		// times.
+		b.LatencyAll(false)
+		return b.Truth()
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/budgetd/budgetd/schema"
+	"github.com/budgetd/budgetd/sim/groundtruth"
 )
 
 // Options change how a scenario runs.
@@ -21,7 +22,7 @@ type Options struct {
 // Result is one scenario run: the spans budgetd received and the truth.
 type Result struct {
 	Spans []schema.Span
-	Truth Truth
+	Truth groundtruth.Truth
 }
 
 // Scenario is one trace shape.
@@ -91,7 +92,7 @@ func (o Options) requests(def int) int {
 
 // finish stops the network, collects the spans and builds the truth with
 // judge.
-func finish(ctx context.Context, n *network, runErr error, judge func() Truth) (Result, error) {
+func finish(ctx context.Context, n *network, runErr error, judge func() groundtruth.Truth) (Result, error) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	cerr := n.close(sctx)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/budgetd/budgetd/analyze"
 	"github.com/budgetd/budgetd/schema"
+	"github.com/budgetd/budgetd/sim/groundtruth"
 )
 
 var updateShapes = flag.Bool("update-shapes", false, "rewrite the generated precision/recall table in docs/experiments.md")
@@ -32,12 +33,6 @@ const (
 	endMarker   = "<!-- END GENERATED -->"
 )
 
-// row is one line of the generated table.
-type row struct {
-	scenario, mode string
-	s              Score
-}
-
 // TestShapes runs every scenario (and, where it records budgets, again with
 // them stripped), analyses the spans with budgetd's offline entry point and
 // scores the findings against the ground truth.
@@ -49,7 +44,7 @@ type row struct {
 // Failures are the detectors' to fix, not this test's.
 func TestShapes(t *testing.T) {
 	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	var rows []row
+	var rows []groundtruth.Row
 	for _, sc := range Scenarios() {
 		modes := []bool{false}
 		if sc.Recorded {
@@ -68,32 +63,38 @@ func TestShapes(t *testing.T) {
 				require.NoError(t, err)
 				require.NotEmpty(t, res.Spans)
 				rep := analyze.Analyze(res.Spans, now, analyze.DefaultConfig())
-				scores := ScoreFindings(rep.Findings, res.Truth)
+				keys := make([]groundtruth.Expect, len(rep.Findings))
+				for i := range rep.Findings {
+					keys[i] = groundtruth.FindingKey(&rep.Findings[i])
+				}
+				scores := groundtruth.ScoreKeys(keys, res.Truth)
 				t.Logf("%s (%s): %d requests, %d spans, %d expected, %d ambiguous, %d findings\n%s",
 					sc.Name, mode, res.Truth.Requests, len(res.Spans), len(res.Truth.Expected),
-					len(res.Truth.Ambiguous), len(rep.Findings), scoreTable(scores))
+					len(res.Truth.Ambiguous), len(rep.Findings), groundtruth.Summary(scores))
+				falseKeys := map[groundtruth.Expect]bool{}
+				for _, k := range groundtruth.False(keys, res.Truth) {
+					falseKeys[k] = true
+				}
 				perKind := map[schema.Kind]int{}
-				for _, f := range falseFindings(rep.Findings, res.Truth) {
-					if perKind[f.Kind]++; perKind[f.Kind] <= 3 {
-						t.Logf("false %s", describe(f))
+				for i, f := range rep.Findings {
+					if falseKeys[keys[i]] {
+						delete(falseKeys, keys[i])
+						if perKind[f.Kind]++; perKind[f.Kind] <= 3 {
+							t.Logf("false %s", describe(f))
+						}
 					}
 				}
-				for _, e := range missed(rep.Findings, res.Truth, 3) {
+				for _, e := range groundtruth.Missed(keys, res.Truth, 3) {
 					t.Logf("missed %s on %s (callee %q) trace %s", e.Kind, e.Service, e.Callee, e.TraceID)
 				}
+				rows = append(rows, groundtruth.Rows(sc.Name, mode, scores)...)
 				for _, s := range scores {
-					if s.TP+s.FP+s.FN > 0 {
-						rows = append(rows, row{sc.Name, mode, s})
-					}
 					if s.FP > 0 {
 						t.Errorf("%s: %d false positives (truth %s)", s.Kind, s.FP, cleanText(res.Truth))
 					}
 					if s.TP+s.FN > 0 && s.Recall() < 0.95 {
 						t.Errorf("%s: recall %.0f %% (%d of %d found)", s.Kind, 100*s.Recall(), s.TP, s.TP+s.FN)
 					}
-				}
-				if !hasRow(rows, sc.Name, mode) {
-					rows = append(rows, row{scenario: sc.Name, mode: mode})
 				}
 				if strip {
 					for _, f := range rep.Findings {
@@ -110,58 +111,11 @@ func TestShapes(t *testing.T) {
 	}
 }
 
-func hasRow(rows []row, scenario, mode string) bool {
-	for _, r := range rows {
-		if r.scenario == scenario && r.mode == mode {
-			return true
-		}
-	}
-	return false
-}
-
-func cleanText(t Truth) string {
+func cleanText(t groundtruth.Truth) string {
 	if t.Clean() {
 		return "clean"
 	}
 	return "not clean"
-}
-
-// falseFindings returns the findings that match neither an expected nor an
-// ambiguous case, one per scoring key.
-func falseFindings(fs []schema.Finding, t Truth) []schema.Finding {
-	ok := map[Expect]bool{}
-	for _, e := range append(append([]Expect{}, t.Expected...), t.Ambiguous...) {
-		ok[e] = true
-	}
-	seen := map[Expect]bool{}
-	var out []schema.Finding
-	for _, f := range fs {
-		k := keyOf(&f)
-		if ok[k] || seen[k] {
-			continue
-		}
-		seen[k] = true
-		out = append(out, f)
-	}
-	return out
-}
-
-// missed returns up to max expected cases per kind that no finding matched.
-func missed(fs []schema.Finding, t Truth, max int) []Expect {
-	found := map[Expect]bool{}
-	for i := range fs {
-		found[keyOf(&fs[i])] = true
-	}
-	n := map[schema.Kind]int{}
-	var out []Expect
-	for _, e := range t.Expected {
-		if !found[e] {
-			if n[e.Kind]++; n[e.Kind] <= max {
-				out = append(out, e)
-			}
-		}
-	}
-	return out
 }
 
 func describe(f schema.Finding) string {
@@ -178,19 +132,8 @@ func describe(f schema.Finding) string {
 		f.Kind, f.Service, f.CallerService, f.CalleeService, f.TraceID, f.SpanID, f.Path, strings.Join(ev, " "), f.Message)
 }
 
-func scoreTable(scores []Score) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%-24s %4s %4s %4s\n", "kind", "TP", "FP", "FN")
-	for _, s := range scores {
-		if s.TP+s.FP+s.FN > 0 {
-			fmt.Fprintf(&b, "%-24s %4d %4d %4d\n", s.Kind, s.TP, s.FP, s.FN)
-		}
-	}
-	return b.String()
-}
-
 // writeTable rewrites the generated section of docs/experiments.md.
-func writeTable(rows []row) error {
+func writeTable(rows []groundtruth.Row) error {
 	doc, err := os.ReadFile(experimentsDoc)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", experimentsDoc, err)
@@ -209,22 +152,8 @@ func writeTable(rows []row) error {
 	}
 	var b bytes.Buffer
 	b.Write(doc[:i+len(beginMarker)])
-	b.WriteString("\n\n| scenario | budget attributes | kind | TP | FP | FN | precision | recall |\n|---|---|---|---:|---:|---:|---:|---:|\n")
-	for _, r := range rows {
-		if r.s.Kind == "" {
-			fmt.Fprintf(&b, "| %s | %s | (no finding expected, none reported) | 0 | 0 | 0 | — | — |\n", r.scenario, r.mode)
-			continue
-		}
-		prec := "—"
-		if r.s.TP+r.s.FP > 0 {
-			prec = fmt.Sprintf("%.0f %%", 100*float64(r.s.TP)/float64(r.s.TP+r.s.FP))
-		}
-		rec := "—"
-		if r.s.TP+r.s.FN > 0 {
-			rec = fmt.Sprintf("%.0f %%", 100*r.s.Recall())
-		}
-		fmt.Fprintf(&b, "| %s | %s | `%s` | %d | %d | %d | %s | %s |\n", r.scenario, r.mode, r.s.Kind, r.s.TP, r.s.FP, r.s.FN, prec, rec)
-	}
+	b.WriteString("\n\n")
+	b.WriteString(groundtruth.Table(rows))
 	b.WriteString("\n")
 	b.Write(doc[j:])
 	return os.WriteFile(experimentsDoc, b.Bytes(), 0o644)

@@ -1,0 +1,408 @@
+package groundtruth
+
+import (
+	"sort"
+	"time"
+
+	"github.com/budgetd/budgetd/schema"
+)
+
+// The margins of the ground truth (see the package comment).
+//
+// budgetd ignores overruns up to its skew tolerance (5 ms) and measures them
+// between span ends; the truth measures between in-process instants. An
+// invocation's end is taken where its instrumentation ends its span, but a
+// caller's give-up is noted when its call returns, and on a loaded machine
+// the two clocks' readings of one case differ by a millisecond or two. So
+// NoiseMargin sits below the tolerance by that much: a case of 3 to 5 ms in
+// process may be 5.0x ms in its spans, and whether budgetd reports it is a
+// coin flip the truth does not score.
+//
+// A comparison budgetd makes without a tolerance (a timeout against the time
+// left, a retry policy against it) is exact in its figures but not in its
+// instants: a case counts from ExactMargin past the threshold, and one at
+// least NoiseMargin on the good side is clearly fine.
+const (
+	ClearMargin = 20 * time.Millisecond
+	NoiseMargin = 3 * time.Millisecond
+	ExactMargin = time.Millisecond
+	// MinSamples is how many timed-out calls an edge needs before budgetd
+	// can infer its timeout (analyze.infer.min_samples).
+	MinSamples = 5
+	// MinEdgeSamples is how many calls an edge needs before its latency
+	// quantiles count (analyze.min_edge_samples).
+	MinEdgeSamples = 20
+	// RetryAmplificationThreshold is analyze.retry_amplification_threshold's
+	// default.
+	RetryAmplificationThreshold = 3
+)
+
+// Expect is one finding the truth says budgetd should report. Callee is the
+// callee service for kinds reported on a call (timeout_inversion,
+// unfunded_retry_policy, retry_without_budget, retry_amplification,
+// latency_inversion) and "" for kinds reported on an entry span
+// (orphaned_work, expired_on_arrival, budget_reset). TraceID is "" for
+// latency_inversion, which is judged per edge.
+type Expect struct {
+	Kind    schema.Kind
+	TraceID string
+	Service string
+	Callee  string
+}
+
+// Truth is what really happened in one scenario run.
+type Truth struct {
+	Scenario string
+	Stripped bool
+	Requests int
+	// Expected are the problems that really happened, measured in process,
+	// and that budgetd can see in the spans of this run (a stripped run
+	// expects only what DESIGN §5 says is visible without attributes).
+	Expected []Expect
+	// Ambiguous are borderline cases (within the margins of a threshold) and
+	// cases budgetd may or may not be able to see; they are not scored.
+	Ambiguous []Expect
+}
+
+// Clean reports whether the truth expects no finding at all.
+func (t Truth) Clean() bool { return len(t.Expected) == 0 }
+
+// Verdict is the truth about one case.
+type Verdict int
+
+const (
+	No Verdict = iota
+	Yes
+	Unsure
+)
+
+// Judge classifies an overrun d of a threshold budgetd applies with its
+// skew tolerance (orphaned work, a late start): real from ClearMargin,
+// clearly not up to NoiseMargin, ambiguous in between.
+func Judge(d time.Duration) Verdict {
+	switch {
+	case d >= ClearMargin:
+		return Yes
+	case d <= NoiseMargin:
+		return No
+	}
+	return Unsure
+}
+
+// JudgeExact classifies by how far d is past a threshold budgetd applies
+// without a tolerance (timeout ≥ R): real from ExactMargin, clearly not from
+// NoiseMargin on the good side, ambiguous in between.
+func JudgeExact(d time.Duration) Verdict {
+	switch {
+	case d >= ExactMargin:
+		return Yes
+	case d <= -NoiseMargin:
+		return No
+	}
+	return Unsure
+}
+
+// Builder assembles a Truth from a Log.
+type Builder struct {
+	t     Truth
+	log   *Log
+	seenE map[Expect]bool
+	seenA map[Expect]bool
+}
+
+// New starts the Truth of a run of scenario name; stripped says budget
+// attributes were removed from its spans.
+func New(name string, stripped bool, log *Log) *Builder {
+	return &Builder{
+		t: Truth{Scenario: name, Stripped: stripped, Requests: len(log.Requests)}, log: log,
+		seenE: map[Expect]bool{}, seenA: map[Expect]bool{},
+	}
+}
+
+// Add records case e with verdict v.
+func (b *Builder) Add(v Verdict, e Expect) {
+	switch v {
+	case Yes:
+		if !b.seenE[e] {
+			b.seenE[e] = true
+			b.t.Expected = append(b.t.Expected, e)
+		}
+	case Unsure:
+		if !b.seenA[e] {
+			b.seenA[e] = true
+			b.t.Ambiguous = append(b.t.Ambiguous, e)
+		}
+	}
+}
+
+// Truth returns the Truth built; an Expect that is also Ambiguous (two
+// spans of one service in one trace, judged differently) stays Expected.
+func (b *Builder) Truth() Truth {
+	amb := b.t.Ambiguous[:0:0]
+	for _, e := range b.t.Ambiguous {
+		if !b.seenE[e] {
+			amb = append(amb, e)
+		}
+	}
+	b.t.Ambiguous = amb
+	return b.t
+}
+
+// Standard judges what most scenarios expect: orphaned work, inversions and
+// latency inversions, the last two as far as the run's attributes let
+// budgetd know the timeouts (all of them recorded, or only estimated when
+// stripped).
+func (b *Builder) Standard() *Builder {
+	b.Orphans()
+	b.Inversions(!b.t.Stripped)
+	b.LatencyAll(!b.t.Stripped)
+	return b
+}
+
+// GiveUp returns G for invocation i: the earliest instant a caller on its
+// chain stopped waiting (every call up to the edge, the edge's deadline, a
+// cancellation a handler on the chain observed), or the deadline its
+// message carried. A consumer of a message without a budget starts a new
+// chain that nobody waits for (DESIGN §5, asynchronous boundaries); so does
+// one whose budget was stripped from the spans, since then the trace cannot
+// show that the deadline crossed.
+func (b *Builder) GiveUp(i int) (time.Time, bool) {
+	var g time.Time
+	ok := false
+	earlier := func(t time.Time) {
+		if !t.IsZero() && (!ok || t.Before(g)) {
+			g, ok = t, true
+		}
+	}
+	for inv := b.log.Invs[i]; ; {
+		earlier(inv.CancelAt)
+		if inv.Call < 0 {
+			if inv.Edge || !b.t.Stripped {
+				earlier(inv.MsgDeadline)
+			}
+			return g, ok
+		}
+		c := b.log.Calls[inv.Call]
+		earlier(c.End)
+		if c.Parent < 0 {
+			if rq := b.request(c.Trace); rq != nil {
+				earlier(rq.Deadline)
+			}
+			return g, ok
+		}
+		inv = b.log.Invs[c.Parent]
+	}
+}
+
+func (b *Builder) request(traceID string) *Request {
+	for _, rq := range b.log.Requests {
+		if rq.Trace == traceID {
+			return rq
+		}
+	}
+	return nil
+}
+
+// Orphans adds orphaned_work for every invocation that worked past G, and
+// expired_on_arrival for every one that started after G and was not
+// rejected (DESIGN §5).
+func (b *Builder) Orphans() {
+	for i, inv := range b.log.Invs {
+		g, ok := b.GiveUp(i)
+		if !ok {
+			continue
+		}
+		from := inv.Start
+		if g.After(from) {
+			from = g
+		}
+		b.Add(Judge(inv.End.Sub(from)), Expect{Kind: schema.KindOrphanedWork, TraceID: inv.Trace, Service: inv.Service})
+		if !inv.Rejected {
+			b.Add(Judge(inv.Start.Sub(g)), Expect{Kind: schema.KindExpiredOnArrival, TraceID: inv.Trace, Service: inv.Service})
+		}
+	}
+}
+
+// Deadline returns the earliest instant by which some caller above a call
+// made by invocation parent (-1: the edge) would stop waiting whatever
+// happened: the edge's deadline and every call's own timer up the chain.
+// The deadline minus the call's start is R (DESIGN §5).
+func (b *Builder) Deadline(trace string, parent int) (time.Time, bool) {
+	var d time.Time
+	ok := false
+	earlier := func(t time.Time) {
+		if !t.IsZero() && (!ok || t.Before(d)) {
+			d, ok = t, true
+		}
+	}
+	for p := parent; ; {
+		if p < 0 {
+			if rq := b.request(trace); rq != nil {
+				earlier(rq.Deadline)
+			}
+			return d, ok
+		}
+		inv := b.log.Invs[p]
+		if inv.Call < 0 {
+			return d, ok
+		}
+		c := b.log.Calls[inv.Call]
+		if c.OwnTimeout > 0 {
+			earlier(c.Start.Add(c.OwnTimeout))
+		}
+		p = c.Parent
+	}
+}
+
+// timerFires counts, per caller → callee edge, the calls that ended because
+// their own timer fired: what budgetd infers an edge's timeout from.
+func (b *Builder) timerFires() map[[2]string]int {
+	n := map[[2]string]int{}
+	for _, c := range b.log.Calls {
+		if c.TimerFired {
+			n[[2]string{c.Caller, c.Callee}]++
+		}
+	}
+	return n
+}
+
+// Inversions adds timeout_inversion for every call whose own timer is at
+// least the time the request had left (R) when it started. A call bounded
+// only by the deadline it inherited waits no longer than R and is clean.
+//
+// Without attributes (stripped, or a scenario that records none), budgetd
+// knows a timeout only from calls that ended at it: a call is expected only
+// when its edge's timer fired at least MinSamples times and so did the timer
+// that set R; otherwise a real inversion is Ambiguous.
+func (b *Builder) Inversions(recorded bool) {
+	fires := b.timerFires()
+	for _, c := range b.log.Calls {
+		if c.OwnTimeout <= 0 || c.Parent < 0 {
+			continue
+		}
+		d, ok := b.Deadline(c.Trace, c.Parent)
+		if !ok {
+			continue
+		}
+		v := JudgeExact(c.OwnTimeout - d.Sub(c.Start))
+		if v == Yes && !recorded && (fires[[2]string{c.Caller, c.Callee}] < MinSamples || !b.deadlineObservable(c, fires)) {
+			v = Unsure
+		}
+		b.Add(v, Expect{Kind: schema.KindTimeoutInversion, TraceID: c.Trace, Service: c.Caller, Callee: c.Callee})
+	}
+}
+
+// deadlineObservable reports whether the timer that sets R for call c fired
+// often enough for budgetd to infer it: some call above c with its own
+// timer on an edge whose timer fired MinSamples times.
+func (b *Builder) deadlineObservable(c *Call, fires map[[2]string]int) bool {
+	for p := c.Parent; p >= 0; {
+		inv := b.log.Invs[p]
+		if inv.Call < 0 {
+			return false
+		}
+		up := b.log.Calls[inv.Call]
+		if up.OwnTimeout > 0 && fires[[2]string{up.Caller, up.Callee}] >= MinSamples {
+			return true
+		}
+		p = up.Parent
+	}
+	return false
+}
+
+// Latency adds latency_inversion on the edge caller → callee when the
+// callee's slow tail outlived its caller's patience: more than 1.5 % of its
+// calls (so the p99 lies in the tail) ended with the caller timing out (a
+// cancelled call, such as a losing hedge, is no timeout) while the callee
+// kept working for at least ClearMargin. With a tail between 0 and 1.5 %,
+// or when the caller's timeout cannot be known (known false), the case is
+// Ambiguous. A callee that stops at the deadline it was given has no such
+// tail and is clean (DESIGN §5, the recommended design).
+func (b *Builder) Latency(caller, callee string, known bool) {
+	n, tail, near := 0, 0, 0
+	for ci, c := range b.log.Calls {
+		if c.Caller != caller || c.Callee != callee {
+			continue
+		}
+		n++
+		if !c.TimedOut {
+			continue
+		}
+		for _, inv := range b.log.Invs {
+			if inv.Call != ci {
+				continue
+			}
+			switch Judge(inv.End.Sub(c.End)) {
+			case Yes:
+				tail++
+			case Unsure:
+				near++
+			}
+		}
+	}
+	e := Expect{Kind: schema.KindLatencyInversion, Service: caller, Callee: callee}
+	switch {
+	case n < MinEdgeSamples || tail+near == 0:
+		b.Add(No, e)
+	case float64(tail) > 0.015*float64(n) && known:
+		b.Add(Yes, e)
+	default:
+		b.Add(Unsure, e)
+	}
+}
+
+// LatencyAll judges latency_inversion on every edge of the run. The
+// caller's timeout is known when the run records budgets (every call under
+// a deadline records budget.timeout_ms) or when the caller's own fixed
+// timer fired on at least MinSamples calls (budgetd infers it).
+func (b *Builder) LatencyAll(recorded bool) {
+	fires := b.timerFires()
+	for _, k := range b.edges() {
+		b.Latency(k[0], k[1], recorded || fires[k] >= MinSamples)
+	}
+}
+
+// edges returns every caller → callee edge of the run, in first-call order.
+func (b *Builder) edges() [][2]string {
+	seen := map[[2]string]bool{}
+	var out [][2]string
+	for _, c := range b.log.Calls {
+		k := [2]string{c.Caller, c.Callee}
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// Entries adds kind on every invocation of service for which pick says so.
+func (b *Builder) Entries(kind schema.Kind, service string, pick func(inv *Invocation) Verdict) {
+	for _, inv := range b.log.Invs {
+		if inv.Service == service {
+			b.Add(pick(inv), Expect{Kind: kind, TraceID: inv.Trace, Service: service})
+		}
+	}
+}
+
+// logicalCalls groups the attempts of each logical call, in attempt order.
+func (b *Builder) logicalCalls() [][]int {
+	index := map[int]int{}
+	var out [][]int
+	for i, c := range b.log.Calls {
+		if c.Logical < 0 {
+			continue
+		}
+		g, ok := index[c.Logical]
+		if !ok {
+			g = len(out)
+			index[c.Logical] = g
+			out = append(out, nil)
+		}
+		out[g] = append(out[g], i)
+	}
+	for _, g := range out {
+		sort.Slice(g, func(x, y int) bool { return b.log.Calls[g[x]].Attempt < b.log.Calls[g[y]].Attempt })
+	}
+	return out
+}
