@@ -240,15 +240,24 @@ func testPathsEdgesSummary(t *testing.T, ts *httptest.Server, l loaded, win stri
 
 	var edges struct{ Edges []edgeJSON }
 	require.Equal(t, 200, get(t, ts, "/api/v1/edges?limit=1000&"+win, &edges))
-	inverted := 0
-	for _, e := range edges.Edges {
-		if e.Inversion {
-			inverted++
-			require.NotNil(t, e.CallerMedianTimeoutMs)
-			require.GreaterOrEqual(t, e.CalleeP99Ms, *e.CallerMedianTimeoutMs)
+	// The flag is the detector's verdict: exactly the edges that hold a
+	// latency_inversion finding.
+	verdicts := map[string]bool{}
+	for _, f := range l.findings {
+		if f.Kind == schema.KindLatencyInversion {
+			verdicts[f.Path] = true
 		}
 	}
-	require.Positive(t, inverted, "the latency inversion fixture shows on its edge")
+	require.NotEmpty(t, verdicts, "the latency inversion fixture has a finding")
+	inverted := 0
+	for _, e := range edges.Edges {
+		path := e.CallerService + ":" + e.CallerOperation + " > " + e.CalleeService + ":" + e.CalleeOperation
+		require.Equal(t, verdicts[path], e.Inversion, path)
+		if e.Inversion {
+			inverted++
+		}
+	}
+	require.Len(t, verdicts, inverted, "every edge with a latency_inversion finding is listed and flagged")
 
 	var sum summaryJSON
 	require.Equal(t, 200, get(t, ts, "/api/v1/summary?"+win, &sum))

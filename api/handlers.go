@@ -210,11 +210,20 @@ type edgeJSON struct {
 	// calls that recorded none, with the estimate's confidence.
 	InferredTimeoutMs         *float64 `json:"inferred_timeout_ms"`
 	InferredTimeoutConfidence float64  `json:"inferred_timeout_confidence"`
-	// Inversion is true when the callee's p99 reaches the caller's median
-	// timeout (the recorded one, else the inferred one): the caller
-	// routinely gives up on calls that would succeed.
+	// Inversion is the latency_inversion detector's verdict: the edge holds
+	// a latency_inversion finding detected in the window (the caller
+	// routinely gives up on calls the callee goes on working on). It is
+	// not the raw comparison of the figures above: the detector leaves out
+	// callees that stopped at the deadline they were given, and judges a
+	// caller without a timeout of its own on how long its deadline lets it
+	// wait (docs/attributes.md §3a, §3b).
 	Inversion bool `json:"inversion"`
 }
+
+// maxInversionPages bounds how many pages of latency_inversion findings
+// GET /edges reads: an edge's verdict is one finding id, so a page of
+// store.MaxPageSize holds the verdicts of that many edges.
+const maxInversionPages = 10
 
 func (s *Server) edges(c *gin.Context) {
 	w, n, ctx, cancel, ok := s.windowQuery(c)
@@ -227,22 +236,47 @@ func (s *Server) edges(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
+	inverted, err := s.invertedEdges(ctx, w)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
 	out := make([]edgeJSON, 0, len(rows))
 	for _, e := range rows {
-		timeout := e.MedianTimeoutMs
-		if timeout == nil {
-			timeout = e.InferredTimeoutMs
-		}
 		out = append(out, edgeJSON{
 			CallerService: e.CallerService, CallerOperation: e.CallerOperation,
 			CalleeService: e.CalleeService, CalleeOperation: e.CalleeOperation,
 			Calls: e.Calls, CallerMedianTimeoutMs: e.MedianTimeoutMs,
 			CalleeP50Ms: e.P50DurationMs, CalleeP99Ms: e.P99DurationMs, RetryRatio: ratio(e.Retries, e.Calls),
 			InferredTimeoutMs: e.InferredTimeoutMs, InferredTimeoutConfidence: e.InferredTimeoutConfidence,
-			Inversion: timeout != nil && e.P99DurationMs >= *timeout,
+			Inversion: inverted[e.CallerService+":"+e.CallerOperation+pathSep+e.CalleeService+":"+e.CalleeOperation],
 		})
 	}
 	c.JSON(http.StatusOK, gin.H{"window": windowOf(w), "edges": out})
+}
+
+// pathSep joins the two ends of an edge finding's path.
+const pathSep = " > "
+
+// invertedEdges returns the paths ("caller:op > callee:op") of the edges
+// with a latency_inversion finding detected in w.
+func (s *Server) invertedEdges(ctx context.Context, w store.Window) (map[string]bool, error) {
+	out := map[string]bool{}
+	q := store.FindingQuery{Kind: schema.KindLatencyInversion, Window: w, Limit: store.MaxPageSize}
+	for range maxInversionPages {
+		page, err := s.store.Findings(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range page.Findings {
+			out[f.Path] = true
+		}
+		if page.Next == "" {
+			break
+		}
+		q.Cursor = page.Next
+	}
+	return out, nil
 }
 
 // maxTraceSpans caps the spans GET /traces/{trace_id} returns (the earliest

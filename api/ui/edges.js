@@ -1,8 +1,10 @@
 // The edges page: for each caller → callee edge, the callee's p99 latency
 // against the caller's median timeout. A point on or above the diagonal is a
-// latency inversion: the caller routinely gives up on calls that would have
-// succeeded, and the callee's work is wasted. Where the calls recorded no
-// timeout, the one budgetd inferred from span timing stands in, marked.
+// callee slower than its caller waits; the edges marked as inversions are
+// the latency_inversion detector's verdict (the caller routinely gives up on
+// calls the callee goes on working on), which leaves out callees that stop
+// at the deadline they were given. Where the calls recorded no timeout, the
+// one budgetd inferred from span timing stands in, marked.
 
 import { get } from './api.js';
 import { h, svg } from './dom.js';
@@ -18,13 +20,13 @@ export async function renderEdges(route, signal) {
   const content = edges.length === 0
     ? [h('p', { class: 'empty' }, 'No edges in this window. Widen it with Since.')]
     : [
-      h('p', { class: 'callout' }, `${inverted} of ${edges.length} edges are inverted: their callee's p99 reaches the caller's median timeout.`),
+      h('p', { class: 'callout' }, `${inverted} of ${edges.length} edges are inverted: their callee goes on working after the caller has stopped waiting, on most slow calls.`),
       chart(edges),
       edgeTable(edges, res.window),
     ];
   return h('section', { class: 'page-edges' },
     h('h1', null, 'Edges'),
-    h('p', { class: 'lede' }, 'Callee p99 latency against the timeout its caller gives it. Points on or above the diagonal are inversions.'),
+    h('p', { class: 'lede' }, 'Callee p99 latency against the timeout its caller gives it. Points on or above the diagonal are slower than their caller waits; ▲ marks the latency inversions budgetd reports (a callee that stops at the deadline it was given is none).'),
     filterForm('edges', 'Time window', windowFields(p)),
     content);
 }
