@@ -18,10 +18,12 @@ type Conn interface {
 	Exec(ctx context.Context, query string, params Params) error
 	// Query runs a SELECT. The caller closes the Rows.
 	Query(ctx context.Context, query string, params Params) (Rows, error)
-	// Insert writes n rows into table as one block. row(i, dst) appends row
-	// i's values, in column order, to dst and returns it. When dedupToken is
-	// not empty the engine passes it as insert_deduplication_token.
-	Insert(ctx context.Context, table string, columns []string, dedupToken string, n int, row func(i int, dst []any) []any) error
+	// Insert writes blk into table (database.name) as one block, into
+	// blk's columns by name. Every column of blk holds blk.Rows values of
+	// its Type; the engine reads blk and must not keep it after returning.
+	// When dedupToken is not empty the engine passes it as
+	// insert_deduplication_token.
+	Insert(ctx context.Context, table string, blk *Block, dedupToken string) error
 	// Close releases the session.
 	Close() error
 }

@@ -176,7 +176,7 @@ func (s *Store) Trace(ctx context.Context, id schema.TraceID, lim store.TraceLim
 			limit, truncated = n, true
 		}
 	}
-	q := "SELECT " + strings.Join(spanColumns, ", ") + from
+	q := "SELECT " + spansTable.columnList() + from
 	if limit > 0 {
 		q += " LIMIT " + strconv.Itoa(limit)
 	}
@@ -252,7 +252,7 @@ func (s *Store) Spans(ctx context.Context, w store.Window, limit int) ([]schema.
 	// them can contribute), so the sort below holds those traces' spans
 	// only. Sorting every span of the window with all its columns needed
 	// gigabytes at ten million spans (18.16 refused it).
-	q := "SELECT " + strings.Join(spanColumns, ", ") + " FROM " + s.db + ".spans" +
+	q := "SELECT " + spansTable.columnList() + " FROM " + s.db + ".spans" +
 		" WHERE start_ns >= {since:UInt64} AND start_ns <= {until:UInt64} AND trace_id IN (SELECT trace_id FROM " + s.db + ".trace_index" +
 		" WHERE start_ns <= {until:UInt64} AND end_ns >= {since:UInt64} GROUP BY trace_id ORDER BY trace_id LIMIT " + n + ")" +
 		" ORDER BY trace_id, start_ns, span_id LIMIT 1 BY trace_id, span_id LIMIT " + n
@@ -272,7 +272,7 @@ func clampLimit(limit, most int) int {
 
 // TraceHops implements store.Store.
 func (s *Store) TraceHops(ctx context.Context, id schema.TraceID) ([]schema.Hop, error) {
-	q := "SELECT " + strings.Join(hopColumns, ", ") + " FROM (SELECT " + strings.Join(hopColumns, ", ") + " FROM " + s.db +
+	q := "SELECT " + hopsTable.columnList() + " FROM (SELECT " + hopsTable.columnList() + " FROM " + s.db +
 		".hops WHERE trace_id = {id:String} ORDER BY analyzed_ns DESC LIMIT 1 BY span_id) ORDER BY start_ns, span_id"
 	rows, err := s.conn.Query(ctx, q, Params{P("id", id.String())})
 	if err != nil {
@@ -346,7 +346,7 @@ func (s *Store) Findings(ctx context.Context, q store.FindingQuery) (store.Findi
 		where = append(where, "(detected_ns < {cns:UInt64} OR (detected_ns = {cns:UInt64} AND id < {cid:String}))")
 		params = append(params, P("cns", ns), P("cid", id))
 	}
-	query := "SELECT " + strings.Join(findingColumns, ", ") + " FROM " + s.currentFindings(strings.Join(where, " AND "), dedup) +
+	query := "SELECT " + findingsTable.columnList() + " FROM " + s.currentFindings(strings.Join(where, " AND "), dedup) +
 		" ORDER BY detected_ns DESC, id DESC LIMIT 1 BY id LIMIT " + strconv.Itoa(limit+1)
 	rows, err := s.conn.Query(ctx, query, params)
 	if err != nil {
@@ -664,7 +664,7 @@ const (
 // only the findings of its latest analysis (detected when the analysis ran,
 // at its reanalysed.analyzed_ns) count. where must bind {since:UInt64}.
 func (s *Store) currentFindings(where string, dedup bool) string {
-	cols := strings.Join(findingColumns, ", ")
+	cols := findingsTable.columnList()
 	if !dedup {
 		return "(SELECT " + cols + " FROM " + s.db + ".findings WHERE " + where + ")"
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/budgetd/budgetd/store"
@@ -25,6 +26,7 @@ type Store struct {
 	db       string
 	features chschema.Features
 	known    int // highest migration version this binary has
+	spare    spareBlocks
 }
 
 var _ store.Store = (*Store)(nil)
@@ -87,10 +89,7 @@ func (s *Store) migrate(ctx context.Context, ttlDays int) error {
 				return fmt.Errorf("apply migration %s: %w", m.Name, err)
 			}
 		}
-		err := s.conn.Insert(ctx, s.db+".schema_migrations", []string{"version", "name", "applied_ns"}, "", 1,
-			func(_ int, dst []any) []any {
-				return append(dst, uint32(m.Version), m.Name, uint64(time.Now().UnixNano()))
-			})
+		err := insertOne(ctx, s, &migrationsTable, migrationRow{version: uint32(m.Version), name: m.Name, appliedNs: uint64(time.Now().UnixNano())})
 		if err != nil {
 			return fmt.Errorf("record migration %s: %w", m.Name, err)
 		}
@@ -157,43 +156,114 @@ func validToken(t string) bool {
 	return true
 }
 
-// insert writes one batch into table, deduplicated by token: by the engine's
-// insert_deduplication_token where the server has it, otherwise through the
-// batches table (checked before, recorded after the insert).
-func (s *Store) insert(ctx context.Context, table string, columns []string, token string, n int, row func(int, []any) []any) error {
+// insert writes rows 0..n-1 of a batch (row(i) is row i) into t as one
+// block, deduplicated by token: by the engine's insert_deduplication_token
+// where the server has it, otherwise through the batches table (checked
+// before, recorded after the insert).
+func insert[R any](ctx context.Context, s *Store, t *table[R], token string, n int, row func(int) R) error {
 	if n == 0 {
 		return nil
 	}
 	if !validToken(token) {
-		return fmt.Errorf("write %s: invalid dedup token %q", table, token)
+		return fmt.Errorf("write %s: invalid dedup token %q", t.name, token)
 	}
-	full := s.db + "." + table
-	if s.features.DedupToken {
-		if err := s.conn.Insert(ctx, full, columns, token, n, row); err != nil {
-			return fmt.Errorf("write %s: %w", table, err)
+	if !s.features.DedupToken {
+		var seen uint64
+		err := s.queryOne(ctx, "SELECT count() FROM "+s.db+".batches WHERE token = {token:String} AND tbl = {tbl:String}",
+			Params{P("token", token), P("tbl", t.name)}, &seen)
+		if err != nil {
+			return fmt.Errorf("write %s: check dedup token: %w", t.name, err)
 		}
+		if seen > 0 {
+			return nil
+		}
+	}
+	blk := s.spare.take(t.name)
+	if blk == nil {
+		var err error
+		if blk, err = t.newBlock(); err != nil {
+			return err
+		}
+	}
+	for i := range n {
+		t.appendRow(blk, row(i))
+	}
+	dedup := ""
+	if s.features.DedupToken {
+		dedup = token
+	}
+	err := s.insertBlock(ctx, t.name, blk, dedup)
+	s.spare.keep(t.name, blk)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", t.name, err)
+	}
+	if s.features.DedupToken {
 		return nil
 	}
-	var seen uint64
-	err := s.queryOne(ctx, "SELECT count() FROM "+s.db+".batches WHERE token = {token:String} AND tbl = {tbl:String}",
-		Params{P("token", token), P("tbl", table)}, &seen)
+	err = insertOne(ctx, s, &batchesTable, batchRow{token: token, table: t.name, rows: uint64(n), writtenNs: uint64(time.Now().UnixNano())})
 	if err != nil {
-		return fmt.Errorf("write %s: check dedup token: %w", table, err)
-	}
-	if seen > 0 {
-		return nil
-	}
-	if err := s.conn.Insert(ctx, full, columns, "", n, row); err != nil {
-		return fmt.Errorf("write %s: %w", table, err)
-	}
-	err = s.conn.Insert(ctx, s.db+".batches", []string{"token", "tbl", "rows", "written_ns"}, "", 1,
-		func(_ int, dst []any) []any {
-			return append(dst, token, table, uint64(n), uint64(time.Now().UnixNano()))
-		})
-	if err != nil {
-		return fmt.Errorf("write %s: record dedup token: %w", table, err)
+		return fmt.Errorf("write %s: record dedup token: %w", t.name, err)
 	}
 	return nil
+}
+
+// insertOne writes a single row into t with no dedup token: the store's
+// own bookkeeping (applied migrations, written batches).
+func insertOne[R any](ctx context.Context, s *Store, t *table[R], r R) error {
+	blk, err := t.newBlock()
+	if err != nil {
+		return err
+	}
+	t.appendRow(blk, r)
+	return s.insertBlock(ctx, t.name, blk, "")
+}
+
+// insertBlock hands a built block of table to the engine, after checking
+// that every column holds its rows: a block the engine misread would store
+// wrong values rather than fail.
+func (s *Store) insertBlock(ctx context.Context, table string, blk *Block, dedupToken string) error {
+	if err := blk.check(); err != nil {
+		return fmt.Errorf("build %s block: %w", table, err)
+	}
+	return s.conn.Insert(ctx, s.db+"."+table, blk, dedupToken)
+}
+
+// spareBlocks keeps the last block built for each table, with its column
+// buffers, for the next insert into that table: a batch of 20,000 spans
+// fills about 20 MB of column buffers, which growing from nothing for every
+// insert would allocate about twice over. A sync.Pool would not do: the
+// collector empties it every cycle or two, and under load that is every
+// second.
+type spareBlocks struct {
+	mu      sync.Mutex
+	byTable map[string]*Block
+}
+
+// maxSpareBlockBytes is the largest block kept, so one huge batch does not
+// pin its memory for good.
+const maxSpareBlockBytes = 64 << 20
+
+// take returns table's spare block, empty, or nil when there is none.
+func (p *spareBlocks) take(table string) *Block {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	blk := p.byTable[table]
+	delete(p.byTable, table)
+	return blk
+}
+
+// keep empties blk and keeps it as table's spare block.
+func (p *spareBlocks) keep(table string, blk *Block) {
+	blk.Reset()
+	if blk.capBytes() > maxSpareBlockBytes {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.byTable == nil {
+		p.byTable = make(map[string]*Block)
+	}
+	p.byTable[table] = blk
 }
 
 // maxPartitionsPerInsert bounds the day partitions one INSERT touches.
@@ -218,14 +288,14 @@ const maxInsertBytes = 64 << 20
 // maxInsertBytes (rowBytes(i) estimates row i), is written as several
 // inserts, each under the batch's token with its part number, so a retry of
 // the batch renders the same parts under the same tokens.
-func (s *Store) insertParts(ctx context.Context, table string, columns []string, token string, n int,
-	dayNs func(int) uint64, rowBytes func(int) int, row func(int, []any) []any) error {
+func insertParts[R any](ctx context.Context, s *Store, t *table[R], token string, n int,
+	dayNs func(int) uint64, rowBytes func(int) int, row func(int) R) error {
 	parts := splitRows(n, dayNs, rowBytes, maxPartitionsPerInsert, maxInsertBytes)
 	if parts == nil {
-		return s.insert(ctx, table, columns, token, n, row)
+		return insert(ctx, s, t, token, n, row)
 	}
 	for p, rows := range parts {
-		err := s.insert(ctx, table, columns, token+"-p"+strconv.Itoa(p), len(rows), func(i int, dst []any) []any { return row(rows[i], dst) })
+		err := insert(ctx, s, t, token+"-p"+strconv.Itoa(p), len(rows), func(i int) R { return row(rows[i]) })
 		if err != nil {
 			return err
 		}
@@ -290,10 +360,7 @@ func splitRows(n int, dayNs func(int) uint64, rowBytes func(int) int, maxDays, m
 // takes inserts, so a writer can tell spans the engine refuses from an
 // engine that refuses everything.
 func (s *Store) CheckWritable(ctx context.Context) error {
-	err := s.conn.Insert(ctx, s.db+".batches", []string{"token", "tbl", "rows", "written_ns"}, "", 1,
-		func(_ int, dst []any) []any {
-			return append(dst, "probe", "probe", uint64(0), uint64(time.Now().UnixNano()))
-		})
+	err := insertOne(ctx, s, &batchesTable, batchRow{token: "probe", table: "probe", writtenNs: uint64(time.Now().UnixNano())})
 	if err != nil {
 		return wrapCtx(ctx, fmt.Errorf("check the store takes writes: %w", err))
 	}

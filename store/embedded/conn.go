@@ -58,6 +58,7 @@ type Conn struct {
 	c      *connection
 	closed bool
 	mu     sync.Mutex
+	spare  spareBuffers
 }
 
 var _ chsql.Conn = (*Conn)(nil)
@@ -175,34 +176,24 @@ func (c *Conn) Query(ctx context.Context, query string, params chsql.Params) (ch
 	return newRows(out), nil
 }
 
-// Insert implements chsql.Conn. The rows are written as one block in the
-// engine's Native format into an anonymous in-memory file (memfd), which
-// the statement reads FROM INFILE. Binary data cannot travel inline in the
+// Insert implements chsql.Conn. The block is written in the engine's
+// Native format into an anonymous in-memory file (memfd), which the
+// statement reads FROM INFILE. Binary data cannot travel inline in the
 // statement the way text formats can: the engine stops reading inline data
 // at its first NUL byte.
-func (c *Conn) Insert(ctx context.Context, table string, columns []string, dedupToken string, n int, row func(int, []any) []any) error {
-	blk := takeBlock(table)
-	blk.reset(columns)
-	vals := make([]any, 0, len(columns))
-	for i := range n {
-		vals = row(i, vals[:0])
-		if err := blk.appendRow(vals); err != nil {
-			keepBlock(table, blk)
-			return fmt.Errorf("insert %s: row %d: %w", table, i, err)
-		}
-	}
+func (c *Conn) Insert(ctx context.Context, table string, blk *chsql.Block, dedupToken string) error {
 	f, err := memFile("budgetd-insert-" + table)
 	if err != nil {
-		keepBlock(table, blk)
 		return fmt.Errorf("insert %s: %w", table, err)
 	}
-	err = blk.writeTo(f)
-	keepBlock(table, blk)
+	buf := appendNative(c.spare.take(table), blk)
+	_, err = f.Write(buf)
+	c.spare.keep(table, buf)
 	if err != nil {
 		f.Close()
 		return fmt.Errorf("insert %s: write block: %w", table, err)
 	}
-	q := "INSERT INTO " + table + " (" + strings.Join(columns, ", ") + ") FROM INFILE '/proc/self/fd/" + strconv.Itoa(int(f.Fd())) + "'"
+	q := "INSERT INTO " + table + " (" + blk.ColumnList() + ") FROM INFILE '/proc/self/fd/" + strconv.Itoa(int(f.Fd())) + "'"
 	if dedupToken != "" {
 		// The token is validated by chsql ([A-Za-z0-9_-]) before it gets here.
 		q += " SETTINGS insert_deduplication_token = '" + dedupToken + "'"
@@ -227,40 +218,39 @@ func memFile(name string) (*os.File, error) {
 	return os.NewFile(uintptr(fd), name), nil
 }
 
-// spareBlocks keeps the last block built for each table, with its column
-// buffers, for the next insert into that table. A batch of 20,000 spans is
-// about 12 MB in Native; growing its buffers from nothing for every insert
-// allocated about twice that. A sync.Pool would not do: the collector
-// empties it every cycle or two, and under load that is every second.
-var spareBlocks = struct {
-	sync.Mutex
-	byTable map[string]*nativeBlock
-}{byTable: map[string]*nativeBlock{}}
-
-// maxSpareBlockBytes is the largest block kept, so one huge batch does not
-// pin its memory for good.
-const maxSpareBlockBytes = 64 << 20
-
-func takeBlock(table string) *nativeBlock {
-	spareBlocks.Lock()
-	defer spareBlocks.Unlock()
-	if b := spareBlocks.byTable[table]; b != nil {
-		delete(spareBlocks.byTable, table)
-		return b
-	}
-	return new(nativeBlock)
+// spareBuffers keeps the last Native encoding of a block for each table,
+// for the next insert into that table to encode into. A batch of 20,000
+// spans is about 12 MB in Native; growing the buffer from nothing for every
+// insert allocated about twice that. A sync.Pool would not do: the
+// collector empties it every cycle or two, and under load that is every
+// second.
+type spareBuffers struct {
+	mu      sync.Mutex
+	byTable map[string][]byte
 }
 
-func keepBlock(table string, b *nativeBlock) {
-	size := 0
-	for i := range b.cols {
-		c := &b.cols[i]
-		size += cap(c.data) + cap(c.outer) + cap(c.inner) + cap(c.nulls)
-	}
-	if size > maxSpareBlockBytes {
+// maxSpareBufferBytes is the largest buffer kept, so one huge batch does
+// not pin its memory for good.
+const maxSpareBufferBytes = 64 << 20
+
+// take returns table's spare buffer, empty, or nil when there is none.
+func (p *spareBuffers) take(table string) []byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b := p.byTable[table]
+	delete(p.byTable, table)
+	return b[:0]
+}
+
+// keep keeps b as table's spare buffer.
+func (p *spareBuffers) keep(table string, b []byte) {
+	if cap(b) > maxSpareBufferBytes {
 		return
 	}
-	spareBlocks.Lock()
-	spareBlocks.byTable[table] = b
-	spareBlocks.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.byTable == nil {
+		p.byTable = make(map[string][]byte)
+	}
+	p.byTable[table] = b
 }

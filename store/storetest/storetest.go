@@ -44,6 +44,7 @@ func Run(t *testing.T, h Harness) {
 		fn   func(*testing.T, Harness)
 	}{
 		{"migrations are idempotent", testMigrations},
+		{"the Go tables match the DDL", testTablesMatchDDL},
 		{"every span column round-trips", testSpanRoundTrip},
 		{"hops and findings round-trip", testHopFindingRoundTrip},
 		{"trace not found", testTraceNotFound},
@@ -111,6 +112,71 @@ func testMigrations(t *testing.T, h Harness) {
 	rows2, err := again.CountRows(ctx, "schema_migrations")
 	require.NoError(t, err)
 	require.Equal(t, rows, rows2, "opening a current database applies nothing")
+}
+
+// testTablesMatchDDL checks the column contract: after the migrations the
+// database holds exactly the tables budgetd inserts into (views aside),
+// each with exactly the columns of its Go table in store/chsql/tables.go,
+// names and types, the types as the DDL declares them for this server's
+// features (no LowCardinality on 18.16). A column added to the DDL or to a
+// Go table alone fails here.
+func testTablesMatchDDL(t *testing.T, h Harness) {
+	s, db := open(t, h)
+	ctx := ctxT(t)
+	want := make(map[string][]chsql.ColumnType)
+	for _, tc := range chsql.InsertTables(s.Features()) {
+		want[tc.Table] = tc.Columns
+	}
+	rows, err := s.Conn().Query(ctx, "SELECT table, name, type FROM system.columns WHERE database = {db:String}"+
+		" AND table IN (SELECT name FROM system.tables WHERE database = {db:String} AND engine != 'View')",
+		chsql.Params{chsql.P("db", db)})
+	require.NoError(t, err)
+	defer rows.Close()
+	got := make(map[string][]chsql.ColumnType)
+	for rows.Next() {
+		var table string
+		var c chsql.ColumnType
+		require.NoError(t, rows.Scan(&table, &c.Name, &c.Type))
+		got[table] = append(got[table], c)
+	}
+	require.NoError(t, rows.Err())
+	tables := func(m map[string][]chsql.ColumnType) []string {
+		var out []string
+		for name := range m {
+			out = append(out, name)
+		}
+		sort.Strings(out)
+		return out
+	}
+	require.Equal(t, tables(want), tables(got), "tables: chsql.InsertTables against the migrated database")
+	for table, cols := range want {
+		goOnly, ddlOnly := columnsApart(cols, got[table])
+		require.Empty(t, goOnly, "table %s: columns of the Go table (store/chsql/tables.go) that the DDL (store/chschema/sql) lacks or types otherwise", table)
+		require.Empty(t, ddlOnly, "table %s: columns of the DDL (store/chschema/sql) that the Go table (store/chsql/tables.go) lacks or types otherwise", table)
+	}
+}
+
+// columnsApart returns the columns only a has and those only b has.
+func columnsApart(a, b []chsql.ColumnType) (onlyA, onlyB []string) {
+	set := func(cs []chsql.ColumnType) map[chsql.ColumnType]bool {
+		m := make(map[chsql.ColumnType]bool, len(cs))
+		for _, c := range cs {
+			m[c] = true
+		}
+		return m
+	}
+	inA, inB := set(a), set(b)
+	for _, c := range a {
+		if !inB[c] {
+			onlyA = append(onlyA, c.Name+" "+c.Type)
+		}
+	}
+	for _, c := range b {
+		if !inA[c] {
+			onlyB = append(onlyB, c.Name+" "+c.Type)
+		}
+	}
+	return onlyA, onlyB
 }
 
 // tid and sid make deterministic ids.
