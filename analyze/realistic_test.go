@@ -393,3 +393,35 @@ func TestDeadlineWaitJudgesLatency(t *testing.T) {
 		require.Empty(t, ofKind(Analyze(chain(2500), testNow, cfg).Findings, schema.KindLatencyInversion))
 	})
 }
+
+// The time a request spends on the way to a hop is allowed to the hop's
+// budget only when the call passed a relative budget on (which the hop's
+// clock restarts on arrival). A plain HTTP call that passed nothing on
+// restarts no clock: a timeout 15 ms past what the root's deadline leaves is
+// an inversion however long the request took to arrive.
+func TestTransitAllowedOnlyToRelativeBudgets(t *testing.T) {
+	chain := func(callAttrs ...schema.Attr) []schema.Span {
+		return build(1,
+			sp{id: 1, svc: "mobile", name: "checkout", kind: internal, start: 0, end: 600, attrs: attrs(rem(1500), source(schema.SourceEdge))},
+			sp{id: 2, parent: 1, svc: "mobile", name: "POST /checkout", kind: client, start: 0, end: 590, attrs: append(attrs(tmo(1400), peerSvc("gateway")), callAttrs...)},
+			sp{id: 3, parent: 2, svc: "gateway", name: "POST /checkout", kind: server, start: 30, end: 580},
+			sp{id: 4, parent: 3, svc: "gateway", name: "POST /order", kind: client, start: 35, end: 570, attrs: attrs(tmo(1480), peerSvc("order"))},
+			sp{id: 5, parent: 4, svc: "order", name: "POST /order", kind: server, start: 36, end: 560},
+		)
+	}
+	inversions := func(spans []schema.Span) []schema.Finding {
+		return ofKind(analyzeRecordedOnly(t, spans).Findings, schema.KindTimeoutInversion)
+	}
+	t.Run("nothing passed on", func(t *testing.T) {
+		ti := inversions(chain())
+		require.Len(t, ti, 1)
+		require.Equal(t, "order", ti[0].CalleeService)
+		require.InDelta(t, 1465, ti[0].Evidence["remaining_ms"], 0.01)
+	})
+	t.Run("a relative budget passed on", func(t *testing.T) {
+		require.Empty(t, inversions(chain(schema.Double(schema.AttrPropagatedMs, 1500))), "the gateway's clock restarted 30 ms later")
+	})
+	t.Run("gRPC passes its deadline on", func(t *testing.T) {
+		require.Empty(t, inversions(chain(schema.Str(schema.AttrRPCSystem, "grpc"))))
+	})
+}

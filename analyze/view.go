@@ -443,7 +443,9 @@ func (v *view) budgets() {
 			// the request arrives: the time in transit is the callee's too.
 			// (bounded by the call's own duration, so a server clock that
 			// runs far ahead cannot buy a subtree more than its call took).
-			if v.t.Spans[p].Kind == schema.KindClient && v.isEntry(i) {
+			// A call that passed nothing on restarts no clock: the deadline
+			// above stays where it was.
+			if v.t.Spans[p].Kind == schema.KindClient && v.isEntry(i) && v.passesRelativeBudget(p, i) {
 				nd.clockSlack += min(max(nd.start-pn.start, 0), pn.end-pn.start)
 			}
 			nd.hasEdge, nd.edge = pn.hasEdge, pn.edge
@@ -479,6 +481,17 @@ func (v *view) budgets() {
 	}
 }
 
+// passesRelativeBudget reports whether call p may have passed its budget
+// to entry i as a relative figure, which i's clock then restarted on
+// arrival: p records the budget it sent (budget.propagated_ms, or a budget
+// request header), i records one it received, or the call is gRPC, whose
+// clients send the caller's deadline as grpc-timeout whenever there is one.
+// A plain HTTP call that records none of these passed no budget on.
+func (v *view) passesRelativeBudget(p, i int) bool {
+	return v.n[p].facts.PropagatedMs != nil || v.n[i].facts.RemainingMs != nil ||
+		isGRPC(v.t.Spans[p].Attrs) || isGRPC(v.t.Spans[i].Attrs)
+}
+
 // asyncStart reports whether span i starts a new chain of waiting across an
 // asynchronous boundary (DESIGN §5): it is a child of a PRODUCER span, or a
 // CONSUMER span under a span of another service. Whoever published the
@@ -512,7 +525,8 @@ func (v *view) asyncStart(i int) bool {
 // the edge budget (no middleware runs there). Below, each hop that received
 // the budget as a relative figure (a header, grpc-timeout) started its clock
 // on arrival, so the time between its caller's CLIENT span and its own
-// start is added (budgets), at most the call's duration. That transit is
+// start is added (budgets), at most the call's duration, where the call
+// passed a relative budget on at all (passesRelativeBudget). That transit is
 // measured, not guessed: under load it reaches tens of milliseconds, and a
 // deadline passed on as a relative figure really is that much later below.
 // A hop that records its budget says how much later its own deadline is
