@@ -317,7 +317,7 @@ func scoreFindings(t *testing.T, ex experiment) []groundtruth.Score {
 		}
 	}
 	for _, e := range groundtruth.Missed(keys, truth, 3) {
-		t.Logf("missed %s on %s (callee %q) trace %s", e.Kind, e.Service, e.Callee, e.TraceID)
+		t.Logf("missed %s on %s (callee %q) trace %s: %s", e.Kind, e.Service, e.Callee, e.TraceID, truth.Notes[e])
 	}
 	for _, s := range scores {
 		if s.FP > 0 {

@@ -128,6 +128,7 @@ func newCaller(tp *sdktrace.TracerProvider, policy string, call Call, root bool,
 		otelhttp.WithPropagators(propagators),
 		otelhttp.WithSpanNameFormatter(func(string, *http.Request) string { return calleeOp }),
 	)
+	rt = &spanEnded{base: rt, rec: rec}
 	return &caller{policy: policy, call: call, callee: callee, url: url, client: &http.Client{Transport: rt}, base: base, rec: rec}
 }
 
@@ -242,6 +243,24 @@ func (t *fixedTimeout) RoundTrip(r *http.Request) (*http.Response, error) {
 	return t.base.RoundTrip(r)
 }
 
+// spanEnded wraps otelhttp's transport: an attempt that got no answer
+// ended its CLIENT span inside otelhttp's RoundTrip, so the caller's
+// give-up is recorded when that returns, the instant budgetd sees as the
+// span's end. On a loaded machine otelhttp's work after the wire gave up
+// takes milliseconds.
+type spanEnded struct {
+	base http.RoundTripper
+	rec  *recorder
+}
+
+func (t *spanEnded) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(r)
+	if id, ok := r.Context().Value(callKey{}).(int); ok && err != nil {
+		t.rec.endCall(id, time.Now())
+	}
+	return resp, err
+}
+
 // wire is the network between two hops: it delays each request by the
 // transit time and names the way an attempt ended on its CLIENT span.
 type wire struct {
@@ -268,11 +287,11 @@ func (t *wire) RoundTrip(r *http.Request) (*http.Response, error) {
 // knows this client did not get a response and does not mistake the callee
 // running on for clock skew.
 func (t *wire) failed(r *http.Request, err error) error {
-	// The attempt got no answer: the caller stops waiting now. Recorded
-	// here, as close as possible to the end of the CLIENT span.
+	// The attempt got no answer: the caller gave up (spanEnded records
+	// when).
 	ctx := r.Context()
 	if id, ok := ctx.Value(callKey{}).(int); ok {
-		t.rec.endCallAs(id, time.Now(), true, errors.Is(ctx.Err(), context.DeadlineExceeded))
+		t.rec.gaveUp(id, errors.Is(ctx.Err(), context.DeadlineExceeded))
 	}
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
@@ -330,17 +349,34 @@ func newHop(tp *sdktrace.TracerProvider, index int, cfg Hop, rng *lockedRand, re
 		h.budget = srv
 		inner = srv.Middleware(inner)
 	}
-	h.handler = otelhttp.NewHandler(h.record(inner), cfg.Operation,
+	h.handler = h.recordEnd(otelhttp.NewHandler(h.record(inner), cfg.Operation,
 		otelhttp.WithTracerProvider(tp),
 		otelhttp.WithPropagators(propagators),
 		otelhttp.WithSpanNameFormatter(func(op string, _ *http.Request) string { return op }),
-	)
+	))
 	return h, nil
 }
 
-// record notes each invocation's start, end and the budget it received. It
-// runs inside the SERVER span and outside the budget middleware, so requests
-// the middleware refuses are invocations too.
+type endKey struct{}
+
+// recordEnd ends the invocation that record started once otelhttp has
+// ended its SERVER span: a hop's work ends when its answer is out, which is
+// when its span ends and what orphaned_work measures. On a loaded machine
+// otelhttp's own work after the handler takes milliseconds.
+func (h *hop) recordEnd(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var inv *invocation
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), endKey{}, &inv)))
+		if inv != nil {
+			h.rec.endInvocation(inv.id, time.Now(), inv.cancelAt, !inv.served)
+		}
+	})
+}
+
+// record notes each invocation's start and the budget it received, and
+// hands it to recordEnd, which notes its end. It runs inside the SERVER
+// span and outside the budget middleware, so requests the middleware
+// refuses are invocations too.
 func (h *hop) record(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		req, _ := strconv.Atoi(r.Header.Get(headerRequest))
@@ -352,7 +388,12 @@ func (h *hop) record(next http.Handler) http.Handler {
 		inv := &invocation{req: req}
 		inv.id = h.rec.startInvocation(req, h.index, call, received, time.Now())
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), invocationKey{}, inv)))
-		// A request the budget middleware refused never reached serve.
+		// recordEnd ends it (a request the budget middleware refused never
+		// reached serve).
+		if end, ok := r.Context().Value(endKey{}).(**invocation); ok {
+			*end = inv
+			return
+		}
 		h.rec.endInvocation(inv.id, time.Now(), inv.cancelAt, !inv.served)
 	})
 }

@@ -205,17 +205,23 @@ func (r *recorder) startCall(req, parent, callee int, policy retryPolicy, ownTim
 }
 
 // endCall records when the caller stopped waiting for call id; the first
-// record counts (the wire records a give-up before the attempt returns).
-func (r *recorder) endCall(id int, at time.Time) { r.endCallAs(id, at, false, false) }
-
-// endCallAs is endCall for an attempt that got no answer (gaveUp), because
-// a deadline or timer fired (timedOut) or not.
-func (r *recorder) endCallAs(id int, at time.Time, gaveUp, timedOut bool) {
+// record counts (an attempt that got no answer is recorded when its CLIENT
+// span ended, before the attempt returns).
+func (r *recorder) endCall(id int, at time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if c := &r.calls[id-1]; c.end.IsZero() {
-		c.end, c.gaveUp, c.timedOut = at, gaveUp, timedOut
+		c.end = at
 	}
+}
+
+// gaveUp records that the caller stopped waiting for call id without an
+// answer, because a deadline or timer fired (timedOut) or not.
+func (r *recorder) gaveUp(id int, timedOut bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := &r.calls[id-1]
+	c.gaveUp, c.timedOut = true, timedOut
 }
 
 func (r *recorder) startInvocation(req, hop, call int, budgetMs float64, at time.Time) int {
@@ -451,9 +457,16 @@ func (r *recorder) groundLog(p plan) groundtruth.Log {
 }
 
 // budgetResets adds budget_reset on every invocation that received more
-// budget than its request had left (R at its call's start), or none at all
+// budget than its caller had left when the call started, or none at all
 // under a deadline policy although the request had a deadline: the hop then
 // starts a new budget of its own (DESIGN §5). Only recorded budgets show it.
+//
+// A received budget is compared with what its caller had by its own clock
+// (the budget it received, less the time since it arrived), not with the
+// edge's deadline: a relative budget restarts at every hop on arrival, so
+// under load each hop's deadline lies a little later than the edge's, by
+// the time its request spent on the way — the recommended design, not a
+// reset (docs/attributes.md §3b).
 func (r *recorder) budgetResets(b *groundtruth.Builder, p plan) {
 	if p.stripped {
 		return
@@ -463,21 +476,28 @@ func (r *recorder) budgetResets(b *groundtruth.Builder, p plan) {
 			continue
 		}
 		c := &r.calls[inv.call-1]
-		d, ok := b.Deadline(r.reqs[inv.req].traceID, c.parent-1)
+		trace := r.reqs[inv.req].traceID
+		d, ok := b.Deadline(trace, c.parent-1, true)
 		if !ok {
 			continue
 		}
-		e := groundtruth.Expect{Kind: schema.KindBudgetReset, TraceID: r.reqs[inv.req].traceID, Service: p.services[inv.hop]}
+		e := groundtruth.Expect{Kind: schema.KindBudgetReset, TraceID: trace, Service: p.services[inv.hop]}
 		left := d.Sub(c.start)
+		if c.parent > 0 {
+			if up := &r.invs[c.parent-1]; !math.IsNaN(up.budgetMs) {
+				left = msDuration(up.budgetMs) - c.start.Sub(up.start)
+			}
+		}
 		switch {
 		case !math.IsNaN(inv.budgetMs):
-			received := time.Duration(inv.budgetMs * float64(time.Millisecond))
-			b.Add(groundtruth.Judge(received-left), e)
+			b.Add(groundtruth.Judge(msDuration(inv.budgetMs)-left), e)
 		case inv.hop < len(p.resets) && p.resets[inv.hop]:
 			b.Add(groundtruth.Yes, e)
 		}
 	}
 }
+
+func msDuration(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }
 
 // quantile returns the q-quantile of sorted values, interpolating linearly
 // between the two nearest ranks (as ClickHouse's quantile does on samples

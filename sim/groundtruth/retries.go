@@ -1,6 +1,7 @@
 package groundtruth
 
 import (
+	"fmt"
 	"sort"
 	"strings"
 	"time"
@@ -21,7 +22,7 @@ func (b *Builder) UnfundedRetryPolicies() {
 		if c.Attempt != 1 || c.MaxAttempts < 2 || c.OwnTimeout <= 0 {
 			continue
 		}
-		d, ok := b.Deadline(c.Trace, c.Parent)
+		d, ok := b.Deadline(c.Trace, c.Parent, !b.t.Stripped)
 		if !ok {
 			continue
 		}
@@ -54,22 +55,25 @@ func (b *Builder) RetriesWithoutBudget() {
 			if c.Attempt < 2 {
 				continue
 			}
-			d, ok := b.Deadline(c.Trace, c.Parent)
+			d, ok := b.Deadline(c.Trace, c.Parent, !b.t.Stripped)
 			if !ok {
 				continue
 			}
 			r := d.Sub(c.Start)
 			e := Expect{Kind: schema.KindRetryWithoutBudget, TraceID: c.Trace, Service: c.Caller, Callee: c.Callee}
 			var v Verdict
+			why := ""
 			switch {
 			case r <= -ClearMargin:
 				v = Yes
 			case r < ClearMargin:
 				v = Unsure
 			default:
-				fromTrace := b.earlierAttemptsNeed(g[:k])
+				fromTrace, need := b.earlierAttemptsNeed(g[:k])
+				why = fmt.Sprintf(", earlier attempts need %v", need)
 				if m, ok := median[[2]string{c.Caller, c.Callee}]; ok {
 					v = agree(needs(m, r), fromTrace(r))
+					why += fmt.Sprintf(", edge median %v", m)
 				} else {
 					v = fromTrace(r)
 				}
@@ -77,12 +81,14 @@ func (b *Builder) RetriesWithoutBudget() {
 			if v == Yes && b.t.Stripped && !b.deadlineObservable(c, fires) && !b.edgeDeadlineObservable() {
 				v = Unsure
 			}
-			b.Add(v, e)
+			b.AddNoted(v, e, fmt.Sprintf("attempt %d with R %v%s", c.Attempt, r, why))
 		}
 	}
 }
 
 // needs judges whether an attempt that needs need can finish with r left.
+// The margin is wide (10 % of need): budgetd's median is a sketch over the
+// samples it holds when it analyses the trace, not over the whole run.
 func needs(need, r time.Duration) Verdict {
 	margin := max(ClearMargin, need/10)
 	switch {
@@ -107,30 +113,46 @@ func agree(a, b Verdict) Verdict {
 // attempt after the attempts earlier: when every one of them timed out, an
 // attempt needs at least the shortest of them; otherwise the trace says
 // nothing and budgetd does not fire on it.
-func (b *Builder) earlierAttemptsNeed(earlier []int) func(r time.Duration) Verdict {
+func (b *Builder) earlierAttemptsNeed(earlier []int) (func(r time.Duration) Verdict, time.Duration) {
+	never := func(time.Duration) Verdict { return No }
 	var need time.Duration
 	for i, ci := range earlier {
 		c := b.log.Calls[ci]
 		if !c.TimedOut {
-			return func(time.Duration) Verdict { return No }
+			return never, 0
 		}
 		if d := c.End.Sub(c.Start); i == 0 || d < need {
 			need = d
 		}
 	}
 	if len(earlier) == 0 {
-		return func(time.Duration) Verdict { return No }
+		return never, 0
 	}
-	return func(r time.Duration) Verdict { return needs(need, r) }
+	return func(r time.Duration) Verdict { return needs(need, r) }, need
 }
 
-// edgeMedians returns the median call duration of every edge with at least
-// MinEdgeSamples calls.
+// edgeMedians returns the median latency of every edge with at least
+// MinEdgeSamples samples, as budgetd measures an edge's latency: the
+// callee's own duration where it has an invocation (the caller's span stops
+// at its timeout), the call's otherwise. budgetd also leaves out callees
+// that stopped at a deadline; which ones it can tell from spans is not
+// mirrored here, and the wide margin of needs, with the trace's own
+// evidence having to agree, keeps such cases unscored.
 func (b *Builder) edgeMedians() map[[2]string]time.Duration {
+	first := make([]*Invocation, len(b.log.Calls))
+	for _, inv := range b.log.Invs {
+		if inv.Call >= 0 && first[inv.Call] == nil {
+			first[inv.Call] = inv
+		}
+	}
 	durations := map[[2]string][]time.Duration{}
-	for _, c := range b.log.Calls {
+	for i, c := range b.log.Calls {
 		k := [2]string{c.Caller, c.Callee}
-		durations[k] = append(durations[k], c.End.Sub(c.Start))
+		d := c.End.Sub(c.Start)
+		if inv := first[i]; inv != nil {
+			d = inv.End.Sub(inv.Start)
+		}
+		durations[k] = append(durations[k], d)
 	}
 	out := map[[2]string]time.Duration{}
 	for k, ds := range durations {

@@ -1,6 +1,7 @@
 package groundtruth
 
 import (
+	"fmt"
 	"sort"
 	"time"
 
@@ -62,6 +63,9 @@ type Truth struct {
 	// Ambiguous are borderline cases (within the margins of a threshold) and
 	// cases budgetd may or may not be able to see; they are not scored.
 	Ambiguous []Expect
+	// Notes say, for expected and ambiguous cases, what the truth measured
+	// (the first instance of each), to read next to a miss.
+	Notes map[Expect]string
 }
 
 // Clean reports whether the truth expects no finding at all.
@@ -120,17 +124,33 @@ func New(name string, stripped bool, log *Log) *Builder {
 }
 
 // Add records case e with verdict v.
-func (b *Builder) Add(v Verdict, e Expect) {
+func (b *Builder) Add(v Verdict, e Expect) { b.AddNoted(v, e, "") }
+
+// AddNoted records case e with verdict v and, when it is expected, a note
+// of what was measured.
+func (b *Builder) AddNoted(v Verdict, e Expect, note string) {
 	switch v {
 	case Yes:
 		if !b.seenE[e] {
 			b.seenE[e] = true
 			b.t.Expected = append(b.t.Expected, e)
+			if note != "" {
+				if b.t.Notes == nil {
+					b.t.Notes = map[Expect]string{}
+				}
+				b.t.Notes[e] = note
+			}
 		}
 	case Unsure:
 		if !b.seenA[e] {
 			b.seenA[e] = true
 			b.t.Ambiguous = append(b.t.Ambiguous, e)
+			if note != "" {
+				if b.t.Notes == nil {
+					b.t.Notes = map[Expect]string{}
+				}
+				b.t.Notes[e] = "ambiguous: " + note
+			}
 		}
 	}
 }
@@ -216,18 +236,32 @@ func (b *Builder) Orphans() {
 		if g.After(from) {
 			from = g
 		}
-		b.Add(Judge(inv.End.Sub(from)), Expect{Kind: schema.KindOrphanedWork, TraceID: inv.Trace, Service: inv.Service})
+		b.AddNoted(Judge(inv.End.Sub(from)), Expect{Kind: schema.KindOrphanedWork, TraceID: inv.Trace, Service: inv.Service},
+			fmt.Sprintf("worked %v past G", inv.End.Sub(from)))
 		if !inv.Rejected {
-			b.Add(Judge(inv.Start.Sub(g)), Expect{Kind: schema.KindExpiredOnArrival, TraceID: inv.Trace, Service: inv.Service})
+			b.AddNoted(Judge(inv.Start.Sub(g)), Expect{Kind: schema.KindExpiredOnArrival, TraceID: inv.Trace, Service: inv.Service},
+				fmt.Sprintf("started %v after G", inv.Start.Sub(g)))
 		}
 	}
 }
 
-// Deadline returns the earliest instant by which some caller above a call
-// made by invocation parent (-1: the edge) would stop waiting whatever
-// happened: the edge's deadline and every call's own timer up the chain.
-// The deadline minus the call's start is R (DESIGN §5).
-func (b *Builder) Deadline(trace string, parent int) (time.Time, bool) {
+// Deadline returns the deadline D that bounds a call made by invocation
+// parent (-1: the edge); D minus the call's start is R (DESIGN §5). With
+// budget attributes recorded (recorded), D is the request's deadline, the budget the
+// spans carry: recorded budgets decide R, and callers' timeouts do not
+// enter it. Without them, D is the earliest instant by which some caller
+// above would stop waiting whatever happened: the edge's deadline and every
+// call's own timer up the chain, which is what budgetd infers R from.
+func (b *Builder) Deadline(trace string, parent int, recorded bool) (time.Time, bool) {
+	if recorded {
+		return b.timersDeadline(trace, -1)
+	}
+	return b.timersDeadline(trace, parent)
+}
+
+// timersDeadline is the earliest of the edge's deadline and every own timer
+// of the calls above invocation parent.
+func (b *Builder) timersDeadline(trace string, parent int) (time.Time, bool) {
 	var d time.Time
 	ok := false
 	earlier := func(t time.Time) {
@@ -280,15 +314,22 @@ func (b *Builder) Inversions(recorded bool) {
 		if c.OwnTimeout <= 0 || c.Parent < 0 {
 			continue
 		}
-		d, ok := b.Deadline(c.Trace, c.Parent)
+		d, ok := b.Deadline(c.Trace, c.Parent, recorded)
 		if !ok {
 			continue
 		}
-		v := JudgeExact(c.OwnTimeout - d.Sub(c.Start))
-		if v == Yes && !recorded && (fires[[2]string{c.Caller, c.Callee}] < MinSamples || !b.deadlineObservable(c, fires)) {
+		over := c.OwnTimeout - d.Sub(c.Start)
+		v := JudgeExact(over)
+		if v == Yes && !recorded && (fires[[2]string{c.Caller, c.Callee}] < MinSamples || !b.deadlineObservable(c, fires) ||
+			over < c.OwnTimeout/100) {
+			// budgetd estimates both the timeout and the deadline from
+			// timed-out calls, each to within its histogram's buckets and
+			// the spread of a timer's firings: a margin under 1 % of the
+			// timeout is not told apart.
 			v = Unsure
 		}
-		b.Add(v, Expect{Kind: schema.KindTimeoutInversion, TraceID: c.Trace, Service: c.Caller, Callee: c.Callee})
+		b.AddNoted(v, Expect{Kind: schema.KindTimeoutInversion, TraceID: c.Trace, Service: c.Caller, Callee: c.Callee},
+			fmt.Sprintf("timeout %v, R %v", c.OwnTimeout, d.Sub(c.Start)))
 	}
 }
 
@@ -311,13 +352,16 @@ func (b *Builder) deadlineObservable(c *Call, fires map[[2]string]int) bool {
 }
 
 // Latency adds latency_inversion on the edge caller → callee when the
-// callee's slow tail outlived its caller's patience: more than 1.5 % of its
-// calls (so the p99 lies in the tail) ended with the caller timing out (a
-// cancelled call, such as a losing hedge, is no timeout) while the callee
-// kept working for at least ClearMargin. With a tail between 0 and 1.5 %,
-// or when the caller's timeout cannot be known (known false), the case is
-// Ambiguous. A callee that stops at the deadline it was given has no such
-// tail and is clean (DESIGN §5, the recommended design).
+// callee's slow tail outlived its caller's patience: so many of its calls
+// ended with the caller timing out (a cancelled call, such as a losing
+// hedge, is no timeout) while the callee kept working for at least
+// ClearMargin past one timer's width that the p99 lies well inside that
+// tail (twice the samples at or above the p99, p99Tail): budgetd's p99 is a
+// sketch over the callees' spans, and a tail of one or two calls is a coin
+// flip.
+// With a smaller tail, or when the caller's timeout cannot be known (known
+// false), the case is Ambiguous. A callee that stops at the deadline it was
+// given has no such tail and is clean (DESIGN §5, the recommended design).
 func (b *Builder) Latency(caller, callee string, known bool) {
 	n, tail, near := 0, 0, 0
 	for ci, c := range b.log.Calls {
@@ -328,11 +372,15 @@ func (b *Builder) Latency(caller, callee string, known bool) {
 		if !c.TimedOut {
 			continue
 		}
+		// budgetd takes a callee that ends within one timer's width of the
+		// call (2 % of the wait, at least its 5 ms tolerance) as stopping
+		// with it, measured between span ends: the tail starts past that.
+		width := max(c.End.Sub(c.Start)/50, 5*time.Millisecond)
 		for _, inv := range b.log.Invs {
 			if inv.Call != ci {
 				continue
 			}
-			switch Judge(inv.End.Sub(c.End)) {
+			switch Judge(inv.End.Sub(c.End) - width) {
 			case Yes:
 				tail++
 			case Unsure:
@@ -344,11 +392,18 @@ func (b *Builder) Latency(caller, callee string, known bool) {
 	switch {
 	case n < MinEdgeSamples || tail+near == 0:
 		b.Add(No, e)
-	case float64(tail) > 0.015*float64(n) && known:
-		b.Add(Yes, e)
+	case tail >= 2*p99Tail(n) && known:
+		b.AddNoted(Yes, e, fmt.Sprintf("%d of %d calls timed out with the callee working on (%d near)", tail, n, near))
 	default:
 		b.Add(Unsure, e)
 	}
+}
+
+// p99Tail is how many of n samples lie at or above their p99 when it is
+// interpolated linearly between ranks (as ClickHouse's quantile and
+// budgetd's sketch do, within 1 %): the samples from rank ⌊0.99·(n−1)⌋ up.
+func p99Tail(n int) int {
+	return n - int(0.99*float64(n-1))
 }
 
 // LatencyAll judges latency_inversion on every edge of the run. The

@@ -85,7 +85,7 @@ func TestShapes(t *testing.T) {
 					}
 				}
 				for _, e := range groundtruth.Missed(keys, res.Truth, 3) {
-					t.Logf("missed %s on %s (callee %q) trace %s", e.Kind, e.Service, e.Callee, e.TraceID)
+					t.Logf("missed %s on %s (callee %q) trace %s: %s", e.Kind, e.Service, e.Callee, e.TraceID, res.Truth.Notes[e])
 				}
 				rows = append(rows, groundtruth.Rows(sc.Name, mode, scores)...)
 				for _, s := range scores {
