@@ -15,6 +15,7 @@ import (
 
 	"github.com/budgetd/budgetd/analyze"
 	"github.com/budgetd/budgetd/ingest"
+	"github.com/budgetd/budgetd/problems"
 	"github.com/budgetd/budgetd/schema"
 	"github.com/budgetd/budgetd/store"
 	"github.com/budgetd/budgetd/store/engine"
@@ -28,6 +29,11 @@ Run the detectors offline over OTLP trace files (protobuf, one JSON
 ExportTraceServiceRequest, or the Collector file exporter's JSON lines) or over
 spans stored by budgetd serve. Exits 0 when it ran, whatever it found.
 
+The table starts with the PROBLEMS: the findings grouped by kind and
+caller → callee edge (retry amplification: by path), ranked by impact, each
+with a suggested fix (docs/problems.md). Then come the FINDINGS, one per span,
+and the PATHS. --output json prints {"findings":[…],"paths":[…],"problems":[…]}.
+
 Flags:
 `
 
@@ -40,7 +46,7 @@ func analyzeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	since := fs.String("since", "1h", "with --from-store: start of the window, a duration before now or an RFC 3339 `time`")
 	until := fs.String("until", "", "with --from-store: end of the window (default now)")
 	maxSpans := fs.Int("max-spans", 1_000_000, "with --from-store: read at most this many `spans`")
-	nowFlag := fs.String("now", "", "detection `time` written into findings (RFC 3339, default now), for reproducible output")
+	nowFlag := fs.String("now", "", "detection `time` written into findings and at which problems are judged (RFC 3339, default now), for reproducible output")
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -85,10 +91,29 @@ func analyzeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 
 	report := analyze.Analyze(spans, now, cfg.Analyze.Detect)
+	res := analysis{Report: report, Problems: groupProblems(report, now)}
 	if *output == "json" {
-		return writeJSON(stdout, report)
+		return writeJSON(stdout, res)
 	}
-	return writeReportTable(stdout, report)
+	return writeReportTable(stdout, res)
+}
+
+// analysis is what analyze prints: the report, and its findings grouped
+// into problems. The report's keys come first, as before problems existed.
+type analysis struct {
+	analyze.Report
+	Problems []problems.Problem `json:"problems"`
+}
+
+// groupProblems groups the report's findings. Every finding of an offline
+// analysis is detected at now, so every problem is active; the shares are
+// of the requests the report counted per path.
+func groupProblems(r analyze.Report, now time.Time) []problems.Problem {
+	reqs := make(map[string]uint64, len(r.Paths))
+	for _, p := range r.Paths {
+		reqs[p.Path] = uint64(p.Requests)
+	}
+	return problems.Group(r.Findings, problems.Options{Now: now, PathRequests: reqs})
 }
 
 // readSpanFiles reads every file; rejected spans are reported on stderr, an
@@ -173,9 +198,17 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func writeReportTable(w io.Writer, r analyze.Report) error {
+func writeReportTable(w io.Writer, r analysis) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "FINDINGS (%d)\n", len(r.Findings))
+	fmt.Fprintf(tw, "PROBLEMS (%d)\n", len(r.Problems))
+	if len(r.Problems) > 0 {
+		fmt.Fprintln(tw, "SEVERITY\tKIND\tCALLER → CALLEE\tOCCURRENCES\tREQUESTS\tIMPACT\tSUGGESTION")
+		for i := range r.Problems {
+			p := &r.Problems[i]
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", p.Severity, p.Kind, p.Key().Edge(), p.Occurrences, p.AffectedRequests, p.Impact, p.Suggestion)
+		}
+	}
+	fmt.Fprintf(tw, "\nFINDINGS (%d)\n", len(r.Findings))
 	if len(r.Findings) > 0 {
 		fmt.Fprintln(tw, "SEVERITY\tKIND\tINFERRED\tTRACE\tMESSAGE")
 		for _, f := range r.Findings {

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,7 +16,10 @@ import (
 
 	"github.com/budgetd/budgetd/analyze"
 	"github.com/budgetd/budgetd/ingest"
+	"github.com/budgetd/budgetd/problems"
 )
+
+var update = flag.Bool("update", false, "rewrite cmd/budgetd/testdata/*.problems.golden.json from the current output")
 
 func fixture(name string) string { return filepath.Join("..", "..", "fixtures", name) }
 
@@ -35,6 +42,87 @@ func TestAnalyzeFilesMatchGolden(t *testing.T) {
 			require.Equal(t, readReport(t, golden), readReport(t, []byte(out)))
 		})
 	}
+}
+
+// TestAnalyzeProblemsMatchGolden checks the problems the CLI prints next to
+// the findings: the JSON keys in their order, one problem for every finding
+// id, and the problems themselves against testdata/.
+func TestAnalyzeProblemsMatchGolden(t *testing.T) {
+	for _, name := range []string{"seed000_independent_timeouts", "seed002_unfunded_retry", "seed004_gateway_retry"} {
+		t.Run(name, func(t *testing.T) {
+			out, _, err := runCmd(t, "analyze", "--output", "json", "--now", "2025-03-01T12:00:00Z", fixture(name+".json"))
+			require.NoError(t, err)
+			require.Equal(t, []string{"findings", "paths", "problems"}, topLevelKeys(t, []byte(out)), "the report's keys first, as before problems")
+
+			var got struct {
+				Findings []struct {
+					ID string `json:"id"`
+				} `json:"findings"`
+				Problems []problems.Problem `json:"problems"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(out), &got))
+			ids := map[string]bool{}
+			for _, f := range got.Findings {
+				ids[f.ID] = true
+			}
+			occurrences := 0
+			for _, p := range got.Problems {
+				occurrences += p.Occurrences
+				require.Equal(t, problems.StateActive, p.State, "offline, everything was detected now")
+				require.NotEmpty(t, p.Suggestion)
+			}
+			require.Equal(t, len(ids), occurrences, "every finding id in exactly one problem")
+
+			var buf bytes.Buffer
+			require.NoError(t, writeJSON(&buf, got.Problems))
+			golden := filepath.Join("testdata", name+".problems.golden.json")
+			if *update {
+				require.NoError(t, os.WriteFile(golden, buf.Bytes(), 0o644))
+			}
+			want, err := os.ReadFile(golden)
+			require.NoError(t, err, "run `go test ./cmd/budgetd -run TestAnalyzeProblemsMatchGolden -update` to create it")
+			require.Equal(t, string(want), buf.String(), "problems changed; if intended, run `go test ./cmd/budgetd -run TestAnalyzeProblemsMatchGolden -update`")
+		})
+	}
+}
+
+// topLevelKeys returns the keys of the JSON object data, in order.
+func topLevelKeys(t *testing.T, data []byte) []string {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(data))
+	tok, err := dec.Token()
+	require.NoError(t, err)
+	require.Equal(t, json.Delim('{'), tok)
+	var keys []string
+	for dec.More() {
+		tok, err := dec.Token()
+		require.NoError(t, err)
+		keys = append(keys, tok.(string))
+		var skip json.RawMessage
+		require.NoError(t, dec.Decode(&skip))
+	}
+	return keys
+}
+
+func TestAnalyzeTableStartsWithProblems(t *testing.T) {
+	out, _, err := runCmd(t, "analyze", "--now", "2025-03-01T12:00:00Z", fixture("seed000_independent_timeouts.json"))
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(out, "PROBLEMS (12)\n"), out)
+	problemsAt, findingsAt, pathsAt := strings.Index(out, "PROBLEMS"), strings.Index(out, "\nFINDINGS (37)"), strings.Index(out, "\nPATHS (")
+	require.Less(t, problemsAt, findingsAt)
+	require.Less(t, findingsAt, pathsAt)
+	section := out[:findingsAt]
+	require.Regexp(t, `(?m)^SEVERITY\s+KIND\s+CALLER → CALLEE\s+OCCURRENCES\s+REQUESTS\s+IMPACT\s+SUGGESTION$`, section)
+	// Ranked by impact: the orphaned seconds of pricing first.
+	first := strings.Split(section, "\n")[2]
+	require.Regexp(t, `^critical\s+orphaned_work\s+order:POST /order → pricing:POST /price\s+4\s+1\s+138 s orphaned\s+Make pricing:POST /price stop when order gives up`, first)
+	require.Regexp(t, `(?m)^critical\s+retry_amplification\s+pricing:POST /price → db:SELECT prices\s+1\s+1\s+11 wasted calls\s+Retry at one level of mobile:checkout > .* only: keep the retries on the leaf edge pricing:POST /price → db:SELECT prices`, section)
+	require.Regexp(t, `(?m)^critical\s+timeout_inversion\s+gateway:POST /checkout → order:POST /order\s+2\s+1\s+1 request\s+Give gateway's call to order:POST /order a timeout below 29980 ms`, section)
+	require.Equal(t, 12, len(regexp.MustCompile(`(?m)^(critical|warning|info)\s`).FindAllString(section, -1)))
+
+	out, _, err = runCmd(t, "analyze", fixture("timeout_inversion_negative.json"))
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(out, "PROBLEMS (0)\n\nFINDINGS (0)\n"), out)
 }
 
 func TestAnalyzeTableAndErrors(t *testing.T) {
