@@ -23,6 +23,7 @@ import (
 
 	"github.com/budgetd/budgetd/analyze"
 	"github.com/budgetd/budgetd/ingest"
+	"github.com/budgetd/budgetd/problems"
 	"github.com/budgetd/budgetd/schema"
 	"github.com/budgetd/budgetd/store"
 	"github.com/budgetd/budgetd/store/chsql"
@@ -165,6 +166,7 @@ func TestEndpoints(t *testing.T) {
 				"&until=" + url.QueryEscape(l.last.Add(time.Hour).Format(time.RFC3339))
 			testFindings(t, ts, l)
 			testPathsEdgesSummary(t, ts, l, win)
+			testProblems(t, st, ts, l, win)
 			testTrace(t, ts, l)
 			testErrors(t, ts)
 		})
@@ -268,6 +270,86 @@ func testPathsEdgesSummary(t *testing.T, ts *httptest.Server, l loaded, win stri
 	require.EqualValues(t, len(l.findings), total)
 	require.Positive(t, sum.Requests)
 	require.LessOrEqual(t, sum.WithinBudget, sum.Requests)
+}
+
+func testProblems(t *testing.T, st store.Store, ts *httptest.Server, l loaded, win string) {
+	type page struct {
+		Problems  []problems.Problem `json:"problems"`
+		Next      string             `json:"next"`
+		Truncated bool               `json:"truncated"`
+	}
+	want := problems.Group(l.findings, problems.Options{})
+	require.NotEmpty(t, want)
+	ids := func(ps []problems.Problem) []string {
+		out := make([]string, len(ps))
+		for i, p := range ps {
+			out[i] = p.ID
+		}
+		return out
+	}
+	var all page
+	require.Equal(t, 200, get(t, ts, "/api/v1/problems?limit=1000&"+win, &all))
+	require.False(t, all.Truncated)
+	require.Equal(t, ids(want), ids(all.Problems), "the fixtures' findings grouped, ranked by impact")
+	distinct := map[string]bool{}
+	for _, f := range l.findings {
+		distinct[f.ID] = true
+	}
+	occurrences := 0
+	for _, p := range all.Problems {
+		occurrences += p.Occurrences
+	}
+	require.Equal(t, len(distinct), occurrences, "every distinct finding in exactly one problem")
+
+	// A finding written again (a trace analysed again) counts once.
+	require.NoError(t, st.WriteFindings(context.Background(), "findings-again", l.findings))
+	var again page
+	require.Equal(t, 200, get(t, ts, "/api/v1/problems?limit=1000&"+win, &again))
+	require.Equal(t, all.Problems, again.Problems)
+
+	// Paging walks the same problems.
+	var paged []problems.Problem
+	next := ""
+	for {
+		var p page
+		require.Equal(t, 200, get(t, ts, "/api/v1/problems?limit=2&next="+next+"&"+win, &p))
+		paged = append(paged, p.Problems...)
+		if p.Next == "" {
+			break
+		}
+		next = p.Next
+	}
+	require.Equal(t, ids(all.Problems), ids(paged))
+
+	var byOcc page
+	require.Equal(t, 200, get(t, ts, "/api/v1/problems?limit=1000&sort=occurrences&"+win, &byOcc))
+	for i := 1; i < len(byOcc.Problems); i++ {
+		require.GreaterOrEqual(t, byOcc.Problems[i-1].Occurrences, byOcc.Problems[i].Occurrences)
+	}
+	var orphaned page
+	require.Equal(t, 200, get(t, ts, "/api/v1/problems?limit=1000&kind=orphaned_work&service=gateway&"+win, &orphaned))
+	require.NotEmpty(t, orphaned.Problems)
+	for _, p := range orphaned.Problems {
+		require.Equal(t, schema.KindOrphanedWork, p.Kind)
+		require.True(t, p.CallerService == "gateway" || p.CalleeService == "gateway", p.ID)
+	}
+
+	first := all.Problems[0]
+	var one struct {
+		Problem  problems.Problem `json:"problem"`
+		Paths    []string         `json:"paths"`
+		Findings []schema.Finding `json:"findings"`
+	}
+	require.Equal(t, 200, get(t, ts, "/api/v1/problems/"+first.ID+"?"+win, &one))
+	require.Equal(t, first, one.Problem)
+	require.NotEmpty(t, one.Paths)
+	require.NotEmpty(t, one.Findings)
+	for _, f := range one.Findings {
+		require.Equal(t, first.ID, problems.Fingerprint(f).ID(), "only the problem's own findings")
+	}
+	require.Equal(t, 404, get(t, ts, "/api/v1/problems/00000000000000000000000000000000?"+win, nil))
+	require.Equal(t, 400, get(t, ts, "/api/v1/problems?sort=worst&"+win, nil))
+	require.Equal(t, 400, get(t, ts, "/api/v1/problems?state=open&"+win, nil))
 }
 
 func testTrace(t *testing.T, ts *httptest.Server, l loaded) {
@@ -425,6 +507,11 @@ func TestOpenAPIDocumentsFields(t *testing.T) {
 	}
 	require.Equal(t, jsonFields(spanJSON{}), names(span), "Span in openapi.yaml")
 	require.Equal(t, jsonFields(budgetJSON{}), names(doc.Components.Schemas["Span"].Properties["budget"].Properties), "Span.budget in openapi.yaml")
+	problem := map[string]any{}
+	for k := range doc.Components.Schemas["Problem"].Properties {
+		problem[k] = nil
+	}
+	require.Equal(t, jsonFields(problems.Problem{}), names(problem), "Problem in openapi.yaml")
 	require.Equal(t, []string{"confidence", "inferred"}, names(doc.Components.Schemas["Finding"].Properties["evidence"].Properties),
 		"the evidence of inferred findings is documented")
 }

@@ -105,6 +105,8 @@ func New(cfg Config, set Settings) (*Server, error) {
 	v1.GET("/edges", s.edges)
 	v1.GET("/traces/:trace_id", s.trace)
 	v1.GET("/summary", s.summary)
+	v1.GET("/problems", s.problems)
+	v1.GET("/problems/:id", s.problem)
 	if err := s.mountUI(e); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,236 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/budgetd/budgetd/problems"
+	"github.com/budgetd/budgetd/schema"
+	"github.com/budgetd/budgetd/store"
+)
+
+// Problems are grouped from the findings detected in the window when they
+// are asked for (package problems): the findings table is the one record,
+// so the answer is the same after a restart, on every replica and on both
+// engines, and a finding written again (a re-analysed trace, an edge
+// evaluated again) counts once, by its id. Reading the findings is bounded
+// by api.problems.max_findings; an answer that reached the bound says so.
+
+// problemsResponse is the answer of GET /problems.
+type problemsResponse struct {
+	Window   windowJSON         `json:"window"`
+	Problems []problems.Problem `json:"problems"`
+	Next     string             `json:"next"`
+	// Truncated says the window held more findings than
+	// api.problems.max_findings: the problems are of the newest ones.
+	Truncated bool `json:"truncated"`
+}
+
+// problemResponse is the answer of GET /problems/{id}.
+type problemResponse struct {
+	Window  windowJSON       `json:"window"`
+	Problem problems.Problem `json:"problem"`
+	// Paths are the call paths the problem's findings lie on.
+	Paths []string `json:"paths"`
+	// Findings are the findings of the problem's example traces.
+	Findings  []schema.Finding `json:"findings"`
+	Truncated bool             `json:"truncated"`
+}
+
+// problemSorts are the orders GET /problems offers.
+var problemSorts = map[string]func(a, b *problems.Problem) bool{
+	"impact": nil, // Group's own order
+	"last_seen": func(a, b *problems.Problem) bool {
+		if !a.LastSeen.Equal(b.LastSeen) {
+			return a.LastSeen.After(b.LastSeen)
+		}
+		return a.ID < b.ID
+	},
+	"occurrences": func(a, b *problems.Problem) bool {
+		if a.Occurrences != b.Occurrences {
+			return a.Occurrences > b.Occurrences
+		}
+		return a.ID < b.ID
+	},
+}
+
+func (s *Server) problems(c *gin.Context) {
+	if err := knownParams(c, "service", "kind", "state", "since", "until", "sort", "limit", "next"); err != nil {
+		s.writeError(c, err)
+		return
+	}
+	kind := schema.Kind(c.Query("kind"))
+	if kind != "" && !schema.ValidKind(kind) {
+		s.writeError(c, badParam("kind", "unknown kind %q", kind))
+		return
+	}
+	state := problems.State(c.Query("state"))
+	switch state {
+	case "", problems.StateActive, problems.StateResolved, problems.StateRegressed:
+	default:
+		s.writeError(c, badParam("state", "want active, resolved or regressed, got %q", state))
+		return
+	}
+	order := c.DefaultQuery("sort", "impact")
+	less, ok := problemSorts[order]
+	if !ok {
+		s.writeError(c, badParam("sort", "want impact, last_seen or occurrences, got %q", order))
+		return
+	}
+	n, err := limit(c, store.DefaultPageSize, store.MaxPageSize)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	offset := 0
+	if v := c.Query("next"); v != "" {
+		if offset, err = strconv.Atoi(v); err != nil || offset < 0 {
+			s.writeError(c, badParam("next", "not a cursor from a previous page"))
+			return
+		}
+	}
+	w, err := s.window(c)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	ctx, cancel, err := s.storeContext(c)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	defer cancel()
+	findings, truncated, err := s.windowFindings(ctx, w, kind)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	all, err := s.groupProblems(ctx, w, findings)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	service := c.Query("service")
+	kept := all[:0]
+	for _, p := range all {
+		if (service == "" || p.CallerService == service || p.CalleeService == service) && (state == "" || p.State == state) {
+			kept = append(kept, p)
+		}
+	}
+	if less != nil {
+		sort.SliceStable(kept, func(a, b int) bool { return less(&kept[a], &kept[b]) })
+	}
+	out := problemsResponse{Window: windowOf(w), Problems: []problems.Problem{}, Truncated: truncated}
+	if offset < len(kept) {
+		end := min(offset+n, len(kept))
+		out.Problems = kept[offset:end]
+		if end < len(kept) {
+			out.Next = strconv.Itoa(end)
+		}
+	}
+	c.JSON(http.StatusOK, out)
+}
+
+func (s *Server) problem(c *gin.Context) {
+	if err := knownParams(c, "since", "until"); err != nil {
+		s.writeError(c, err)
+		return
+	}
+	id := c.Param("id")
+	w, err := s.window(c)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	ctx, cancel, err := s.storeContext(c)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	defer cancel()
+	findings, truncated, err := s.windowFindings(ctx, w, "")
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	var mine []schema.Finding
+	for _, f := range findings {
+		if problems.Fingerprint(f).ID() == id {
+			mine = append(mine, f)
+		}
+	}
+	all, err := s.groupProblems(ctx, w, mine)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	if len(all) != 1 {
+		s.writeError(c, fmt.Errorf("no problem %q in this window: %w", id, store.ErrNotFound))
+		return
+	}
+	p := all[0]
+	out := problemResponse{Window: windowOf(w), Problem: p, Paths: []string{}, Findings: []schema.Finding{}, Truncated: truncated}
+	examples := map[string]bool{}
+	for _, t := range p.Examples {
+		examples[t] = true
+	}
+	paths := map[string]bool{}
+	seen := map[string]bool{}
+	for _, f := range mine {
+		if !paths[f.Path] {
+			paths[f.Path] = true
+			out.Paths = append(out.Paths, f.Path)
+		}
+		if (examples[f.TraceID] || f.ID == p.Worst.FindingID) && !seen[f.ID] {
+			seen[f.ID] = true
+			out.Findings = append(out.Findings, f)
+		}
+	}
+	sort.Strings(out.Paths)
+	c.JSON(http.StatusOK, out)
+}
+
+// windowFindings reads the findings detected in w (of kind, when set),
+// newest first, up to api.problems.max_findings.
+func (s *Server) windowFindings(ctx context.Context, w store.Window, kind schema.Kind) ([]schema.Finding, bool, error) {
+	var out []schema.Finding
+	q := store.FindingQuery{Kind: kind, Window: w, Limit: store.MaxPageSize}
+	for {
+		page, err := s.store.Findings(ctx, q)
+		if err != nil {
+			return nil, false, err
+		}
+		room := s.cfg.Problems.MaxFindings - len(out)
+		if len(page.Findings) > room {
+			return append(out, page.Findings[:room]...), true, nil
+		}
+		out = append(out, page.Findings...)
+		if page.Next == "" {
+			return out, false, nil
+		}
+		q.Cursor = page.Next
+	}
+}
+
+// groupProblems groups findings into problems, with each path's requests in
+// w for their share.
+func (s *Server) groupProblems(ctx context.Context, w store.Window, findings []schema.Finding) ([]problems.Problem, error) {
+	paths, err := s.store.Paths(ctx, w, s.cfg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	requests := make(map[string]uint64, len(paths))
+	for _, p := range paths {
+		requests[p.Path] = p.Requests
+	}
+	cfg := s.cfg.Problems
+	return problems.Group(findings, problems.Options{
+		Now: s.now(), Interval: cfg.TrendInterval, QuietPeriod: cfg.QuietPeriod,
+		MaxExamples: cfg.MaxExamples, PathRequests: requests,
+	}), nil
+}
