@@ -28,22 +28,6 @@ type Config struct {
 	// Pprof serves Go's profiler under /debug/pprof/ (behind api.auth like
 	// the rest). Off by default: profiles expose internals and cost CPU.
 	Pprof bool `yaml:"pprof"`
-	// Problems shapes GET /problems (package problems).
-	Problems ProblemsConfig `yaml:"problems"`
-}
-
-// ProblemsConfig is the `api.problems` section.
-type ProblemsConfig struct {
-	// QuietPeriod is how long a problem goes unseen before it is resolved
-	// (and, seen again after that, regressed).
-	QuietPeriod time.Duration `yaml:"quiet_period"`
-	// TrendInterval is the width of a problem's trend buckets.
-	TrendInterval time.Duration `yaml:"trend_interval"`
-	// MaxExamples bounds the example traces of a problem.
-	MaxExamples int `yaml:"max_examples"`
-	// MaxFindings bounds the findings one answer groups (the newest ones);
-	// an answer that reached it says truncated.
-	MaxFindings int `yaml:"max_findings"`
 }
 
 // AuthConfig is the `api.auth` section.
@@ -61,9 +45,6 @@ func DefaultConfig() Config {
 		MaxTimeout:     60 * time.Second,
 		MaxRows:        1000,
 		DefaultWindow:  time.Hour,
-		Problems: ProblemsConfig{
-			QuietPeriod: time.Hour, TrendInterval: 5 * time.Minute, MaxExamples: 5, MaxFindings: 100_000,
-		},
 	}
 }
 
@@ -84,18 +65,6 @@ func (c Config) Validate() error {
 	}
 	if c.DefaultWindow <= 0 {
 		errs = append(errs, errors.New("api.default_window must be > 0"))
-	}
-	if c.Problems.QuietPeriod <= 0 {
-		errs = append(errs, errors.New("api.problems.quiet_period must be > 0"))
-	}
-	if c.Problems.TrendInterval <= 0 {
-		errs = append(errs, errors.New("api.problems.trend_interval must be > 0"))
-	}
-	if c.Problems.MaxExamples <= 0 {
-		errs = append(errs, errors.New("api.problems.max_examples must be > 0"))
-	}
-	if c.Problems.MaxFindings <= 0 {
-		errs = append(errs, errors.New("api.problems.max_findings must be > 0"))
 	}
 	if err := c.Auth.Validate("api.auth"); err != nil {
 		errs = append(errs, err)

@@ -19,7 +19,7 @@ import (
 // so the answer is the same after a restart, on every replica and on both
 // engines, and a finding written again (a re-analysed trace, an edge
 // evaluated again) counts once, by its id. Reading the findings is bounded
-// by api.problems.max_findings; an answer that reached the bound says so.
+// by problems.max_findings; an answer that reached the bound says so.
 
 // problemsResponse is the answer of GET /problems.
 type problemsResponse struct {
@@ -27,7 +27,7 @@ type problemsResponse struct {
 	Problems []problems.Problem `json:"problems"`
 	Next     string             `json:"next"`
 	// Truncated says the window held more findings than
-	// api.problems.max_findings: the problems are of the newest ones.
+	// problems.max_findings: the problems are of the newest ones.
 	Truncated bool `json:"truncated"`
 }
 
@@ -196,25 +196,9 @@ func (s *Server) problem(c *gin.Context) {
 }
 
 // windowFindings reads the findings detected in w (of kind, when set),
-// newest first, up to api.problems.max_findings.
+// newest first, up to problems.max_findings.
 func (s *Server) windowFindings(ctx context.Context, w store.Window, kind schema.Kind) ([]schema.Finding, bool, error) {
-	var out []schema.Finding
-	q := store.FindingQuery{Kind: kind, Window: w, Limit: store.MaxPageSize}
-	for {
-		page, err := s.store.Findings(ctx, q)
-		if err != nil {
-			return nil, false, err
-		}
-		room := s.cfg.Problems.MaxFindings - len(out)
-		if len(page.Findings) > room {
-			return append(out, page.Findings[:room]...), true, nil
-		}
-		out = append(out, page.Findings...)
-		if page.Next == "" {
-			return out, false, nil
-		}
-		q.Cursor = page.Next
-	}
+	return store.ReadFindings(ctx, s.store, store.FindingQuery{Kind: kind, Window: w}, s.problemsCfg.MaxFindings)
 }
 
 // groupProblems groups findings into problems, with each path's requests in
@@ -228,9 +212,5 @@ func (s *Server) groupProblems(ctx context.Context, w store.Window, findings []s
 	for _, p := range paths {
 		requests[p.Path] = p.Requests
 	}
-	cfg := s.cfg.Problems
-	return problems.Group(findings, problems.Options{
-		Now: s.now(), Interval: cfg.TrendInterval, QuietPeriod: cfg.QuietPeriod,
-		MaxExamples: cfg.MaxExamples, PathRequests: requests,
-	}), nil
+	return problems.Group(findings, s.problemsCfg.Options(s.now(), requests)), nil
 }

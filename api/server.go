@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/budgetd/budgetd/problems"
 	"github.com/budgetd/budgetd/security"
 	"github.com/budgetd/budgetd/store"
 )
@@ -38,6 +39,9 @@ type Settings struct {
 	// person should look at, such as a listener open to other hosts
 	// without a token or TLS.
 	Warnings []string
+	// Problems groups findings for GET /problems; the zero value takes
+	// problems.DefaultConfig.
+	Problems *problems.Config
 }
 
 // Server is the HTTP server of the API.
@@ -48,13 +52,15 @@ type Server struct {
 	ready    []func() error
 	warnings []string
 	now      func() time.Time
-	engine   *gin.Engine
-	http     *http.Server
-	ln       net.Listener
-	served   chan error
-	metrics  *apiMetrics
-	tokens   *security.Tokens // nil: no authentication
-	tls      *tls.Config      // nil: plaintext
+	// problemsCfg groups findings for GET /problems.
+	problemsCfg problems.Config
+	engine      *gin.Engine
+	http        *http.Server
+	ln          net.Listener
+	served      chan error
+	metrics     *apiMetrics
+	tokens      *security.Tokens // nil: no authentication
+	tls         *tls.Config      // nil: plaintext
 }
 
 // New builds the API. It does not listen until Start.
@@ -65,7 +71,11 @@ func New(cfg Config, set Settings) (*Server, error) {
 	if set.Store == nil {
 		return nil, errors.New("new api: a store is required")
 	}
-	s := &Server{cfg: cfg, log: set.Logger, store: set.Store, ready: set.Ready, warnings: set.Warnings, now: set.Now}
+	s := &Server{cfg: cfg, log: set.Logger, store: set.Store, ready: set.Ready, warnings: set.Warnings, now: set.Now,
+		problemsCfg: problems.DefaultConfig()}
+	if set.Problems != nil {
+		s.problemsCfg = *set.Problems
+	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

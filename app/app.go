@@ -20,6 +20,7 @@ import (
 	"github.com/budgetd/budgetd/durable"
 	"github.com/budgetd/budgetd/ingest"
 	"github.com/budgetd/budgetd/pipeline"
+	"github.com/budgetd/budgetd/problems/watch"
 	"github.com/budgetd/budgetd/security"
 	"github.com/budgetd/budgetd/store/chsql"
 	"github.com/budgetd/budgetd/store/engine"
@@ -33,6 +34,8 @@ type App struct {
 	ingest   *ingest.Server
 	api      *api.Server
 	registry *prometheus.Registry
+	// stopWatch ends the problems watch and waits for it.
+	stopWatch func()
 }
 
 // Start opens the store, replays the write-ahead log and starts every
@@ -100,10 +103,19 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 		log.Warn("check the configuration", "warning", w)
 	}
 	a.api, err = api.New(cfg.API, api.Settings{Logger: log, Store: a.store, Gatherer: a.registry, Registerer: a.registry,
-		Ready: []func() error{dur.Stalled}, Warnings: warnings})
+		Ready: []func() error{dur.Stalled}, Warnings: warnings, Problems: &cfg.Problems})
 	if err != nil {
 		return nil, err
 	}
+	watcher, err := watch.New(cfg.Problems, watch.Settings{Logger: log, Store: a.store, Registerer: a.registry})
+	if err != nil {
+		return nil, err
+	}
+	watchCtx, cancelWatch := context.WithCancel(context.WithoutCancel(ctx))
+	watched := make(chan struct{})
+	go func() { defer close(watched); watcher.Run(watchCtx) }()
+	a.stopWatch = func() { cancelWatch(); <-watched }
+	cleanup = append(cleanup, func(context.Context) error { a.stopWatch(); return nil })
 	if err := a.api.Start(); err != nil {
 		return nil, err
 	}
@@ -130,14 +142,15 @@ func exposureWarnings(cfg config.Config) []string {
 
 // Shutdown stops in dependency order: stop taking spans (ingest drains its
 // requests and its durability), analyse what is held, stop answering
-// queries, close the store.
+// queries and watching problems, close the store.
 func (a *App) Shutdown(ctx context.Context) error {
-	return errors.Join(
+	err := errors.Join(
 		a.ingest.Shutdown(ctx),
 		a.analysis.Shutdown(ctx),
 		a.api.Shutdown(ctx),
-		a.store.Close(),
 	)
+	a.stopWatch()
+	return errors.Join(err, a.store.Close())
 }
 
 // IngestAddrs returns the OTLP listeners' addresses (nil when disabled).

@@ -20,16 +20,18 @@ import (
 	"github.com/budgetd/budgetd/durable"
 	"github.com/budgetd/budgetd/ingest"
 	"github.com/budgetd/budgetd/pipeline"
+	"github.com/budgetd/budgetd/problems"
 	"github.com/budgetd/budgetd/store/engine"
 )
 
 // Config is the whole configuration file.
 type Config struct {
-	Log     LogConfig     `yaml:"log"`
-	Store   engine.Config `yaml:"store"`
-	Analyze AnalyzeConfig `yaml:"analyze"`
-	API     api.Config    `yaml:"api"`
-	Ingest  IngestConfig  `yaml:"ingest"`
+	Log      LogConfig       `yaml:"log"`
+	Store    engine.Config   `yaml:"store"`
+	Analyze  AnalyzeConfig   `yaml:"analyze"`
+	API      api.Config      `yaml:"api"`
+	Ingest   IngestConfig    `yaml:"ingest"`
+	Problems problems.Config `yaml:"problems"`
 }
 
 // IngestConfig is the `ingest` section: the OTLP receivers, and the write
@@ -55,11 +57,12 @@ type LogConfig struct {
 // DefaultConfig returns budgetd's defaults: the embedded store under ./data.
 func DefaultConfig() Config {
 	return Config{
-		Log:     LogConfig{Level: "info", Format: "text"},
-		Store:   engine.DefaultConfig(),
-		Analyze: AnalyzeConfig{Detect: analyze.DefaultConfig(), Stream: pipeline.DefaultConfig()},
-		API:     api.DefaultConfig(),
-		Ingest:  IngestConfig{Server: ingest.DefaultConfig(), Durability: defaultDurability()},
+		Log:      LogConfig{Level: "info", Format: "text"},
+		Store:    engine.DefaultConfig(),
+		Analyze:  AnalyzeConfig{Detect: analyze.DefaultConfig(), Stream: pipeline.DefaultConfig()},
+		API:      api.DefaultConfig(),
+		Ingest:   IngestConfig{Server: ingest.DefaultConfig(), Durability: defaultDurability()},
+		Problems: problems.DefaultConfig(),
 	}
 }
 
@@ -107,6 +110,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := c.Ingest.Server.Validate(); err != nil {
+		return err
+	}
+	if err := c.Problems.Validate(); err != nil {
 		return err
 	}
 	return c.WithDerived().Ingest.Durability.Validate()

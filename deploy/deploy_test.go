@@ -33,8 +33,17 @@ const (
 
 // metricAllowList names every metric budgetd exports, one a line: the alert
 // rules may use these and nothing else. Keep it true to the registry
-// (pipeline/metrics.go, ingest/metrics.go, durable/durable.go, api/server.go).
+// (pipeline/metrics.go, ingest/metrics.go, durable/durable.go, api/server.go,
+// problems/watch/metrics.go).
 const metricAllowList = `
+budgetd_problem_impact
+budgetd_problem_first_seen_timestamp_seconds
+budgetd_problem_regressed
+budgetd_problems
+budgetd_problem_transitions_total
+budgetd_problem_evaluations_total
+budgetd_problem_evaluation_truncated
+budgetd_problem_notifications_total
 budgetd_findings_total
 budgetd_edge_findings_holding
 budgetd_orphaned_work_seconds_total
