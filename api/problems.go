@@ -110,7 +110,7 @@ func (s *Server) problems(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	all, err := s.groupProblems(ctx, w, findings)
+	all, err := s.groupProblems(ctx, w, findings, "")
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -164,7 +164,7 @@ func (s *Server) problem(c *gin.Context) {
 			mine = append(mine, f)
 		}
 	}
-	all, err := s.groupProblems(ctx, w, mine)
+	all, err := s.groupProblems(ctx, w, mine, id)
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -201,9 +201,10 @@ func (s *Server) windowFindings(ctx context.Context, w store.Window, kind schema
 	return store.ReadFindings(ctx, s.store, store.FindingQuery{Kind: kind, Window: w}, s.problemsCfg.MaxFindings)
 }
 
-// groupProblems groups findings into problems, with each path's requests in
-// w for their share.
-func (s *Server) groupProblems(ctx context.Context, w store.Window, findings []schema.Finding) ([]problems.Problem, error) {
+// groupProblems groups findings into problems, with the counts of the
+// window's problem stats (only problem's, when it is set) and each path's
+// requests in w for their share.
+func (s *Server) groupProblems(ctx context.Context, w store.Window, findings []schema.Finding, problem string) ([]problems.Problem, error) {
 	paths, err := s.store.Paths(ctx, w, s.cfg.MaxRows)
 	if err != nil {
 		return nil, err
@@ -212,5 +213,18 @@ func (s *Server) groupProblems(ctx context.Context, w store.Window, findings []s
 	for _, p := range paths {
 		requests[p.Path] = p.Requests
 	}
-	return problems.Group(findings, s.problemsCfg.Options(s.now(), requests)), nil
+	stats, err := s.store.ProblemStats(ctx, store.FromIntervalStart(w, s.problemsCfg.TrendInterval))
+	if err != nil {
+		return nil, err
+	}
+	if problem != "" {
+		mine := stats[:0]
+		for _, st := range stats {
+			if st.Key.ID() == problem {
+				mine = append(mine, st)
+			}
+		}
+		stats = mine
+	}
+	return problems.Group(findings, s.problemsCfg.Options(s.now(), requests, stats)), nil
 }

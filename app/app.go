@@ -70,7 +70,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 	log.Info("store ready", "engine", cfg.Store.Engine, "database", a.store.Database(), "schema_version", applied)
 
 	a.analysis, err = pipeline.New(cfg.Analyze.Stream, pipeline.Settings{
-		Logger: log, Store: a.store, Analyzer: analyze.New(cfg.Analyze.Detect), Registerer: a.registry,
+		Logger: log, Store: a.store, Analyzer: analyze.New(cfg.Analyze.Detect), Registerer: a.registry, Problems: &cfg.Problems,
 	})
 	if err != nil {
 		return nil, err

@@ -22,8 +22,12 @@ type metrics struct {
 	writeErrors *prometheus.CounterVec
 	refused     *prometheus.CounterVec
 	readErrors  prometheus.Counter
-	inferred    *prometheus.CounterVec
-	holding     *prometheus.GaugeVec
+	// findingsCountedOnly counts the trace findings past
+	// problems.examples_per_interval: counted in their problem's stats,
+	// not stored in full.
+	findingsCountedOnly prometheus.Counter
+	inferred            *prometheus.CounterVec
+	holding             *prometheus.GaugeVec
 	// held are the label values holding has series for and their values,
 	// as the last edge evaluation set them. Guarded by Pipeline.edgeMu.
 	held map[[3]string]float64
@@ -63,6 +67,10 @@ func newMetrics(reg prometheus.Registerer, p *Pipeline) (*metrics, error) {
 		}, []string{"what"}),
 		readErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "budgetd_analysis_read_errors_total", Help: "Re-opened traces whose stored spans could not be read.",
+		}),
+		findingsCountedOnly: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "budgetd_analysis_findings_counted_only_total",
+			Help: "Trace findings past problems.examples_per_interval for their problem and interval: counted in the problem's stats, not stored in full.",
 		}),
 		inferred: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "budgetd_analysis_inferred_findings_total",
@@ -110,7 +118,7 @@ func newMetrics(reg prometheus.Registerer, p *Pipeline) (*metrics, error) {
 	edgeStats := func(f func(analyze.Counters) float64) func() float64 {
 		return func() float64 { return f(p.analyzer.Counters()) }
 	}
-	collectors := []prometheus.Collector{m.byService, m.orphaned, m.amplified, m.traces, m.skews, m.findings, m.writeErrors, m.refused, m.readErrors, m.inferred, m.holding,
+	collectors := []prometheus.Collector{m.byService, m.orphaned, m.amplified, m.traces, m.skews, m.findings, m.writeErrors, m.refused, m.readErrors, m.findingsCountedOnly, m.inferred, m.holding,
 		reopened, pendingTraces, pendingSpans, pendingBytes}
 	collectors = append(collectors, dropped...)
 	for _, t := range []struct {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/budgetd/budgetd/analyze"
 	"github.com/budgetd/budgetd/durable"
+	"github.com/budgetd/budgetd/problems"
 	"github.com/budgetd/budgetd/schema"
 	"github.com/budgetd/budgetd/store"
 )
@@ -68,6 +69,9 @@ type Settings struct {
 	Analyzer   *analyze.Analyzer
 	Registerer prometheus.Registerer // nil: metrics are not registered
 	Now        func() time.Time      // nil: time.Now
+	// Problems bounds the findings stored in full per problem and
+	// interval; nil takes problems.DefaultConfig.
+	Problems *problems.Config
 }
 
 // Pipeline is the streaming analysis. Spans may be called from any
@@ -90,6 +94,10 @@ type Pipeline struct {
 	edges  edgeVerdicts
 	// counted remembers the findings counted per recently analysed trace.
 	counted *countedFindings
+	// examples bounds the findings stored in full; interval is the
+	// problems' trend interval, their stats' unit.
+	examples *examples
+	interval time.Duration
 
 	stop chan struct{}
 	done chan struct{}
@@ -108,6 +116,11 @@ func New(cfg Config, set Settings) (*Pipeline, error) {
 		asm:     analyze.NewAssembler(cfg.Assembly),
 		counted: newCountedFindings(cfg.Assembly.RememberClosed, maxCountedFindings),
 	}
+	pcfg := problems.DefaultConfig()
+	if set.Problems != nil {
+		pcfg = *set.Problems
+	}
+	p.examples, p.interval = newExamples(pcfg), pcfg.TrendInterval
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
@@ -224,6 +237,7 @@ func (p *Pipeline) process(ctx context.Context, flush bool) error {
 	}
 	hops := make([]schema.Hop, 0, nHops)
 	findings := make([]schema.Finding, 0, nFindings)
+	var fresh []schema.Finding // those not counted before (a re-analysis repeats ids)
 	for i, res := range results {
 		// Stamped with the analysis time, so the store can tell this
 		// analysis from an earlier one of the same trace (see Hop.AnalyzedNs).
@@ -236,8 +250,13 @@ func (p *Pipeline) process(ctx context.Context, flush bool) error {
 		p.metrics.skews.Add(float64(len(res.Skews)))
 		// A re-analysis yields the same ids for the same findings; the
 		// metrics count only those it adds.
-		p.metrics.observeFindings(p.counted.fresh(due[i].ID, res.Findings))
+		added := p.counted.fresh(due[i].ID, res.Findings)
+		p.metrics.observeFindings(added)
+		fresh = append(fresh, added...)
 	}
+	stats := problems.StatsOf(fresh, p.interval)
+	findings, dropped := p.examples.keep(findings)
+	p.metrics.findingsCountedOnly.Add(float64(dropped))
 	// Re-opened traces are recorded before their new hops, so reads never
 	// see two analyses of a span without knowing to keep the latest.
 	if err := p.write(ctx, "reanalysed", len(reanalysed), func(ctx context.Context, token string, lo, hi int) error {
@@ -250,8 +269,13 @@ func (p *Pipeline) process(ctx context.Context, flush bool) error {
 	}); err != nil {
 		return err
 	}
-	return p.write(ctx, "findings", len(findings), func(ctx context.Context, token string, lo, hi int) error {
+	if err := p.write(ctx, "findings", len(findings), func(ctx context.Context, token string, lo, hi int) error {
 		return p.store.WriteFindings(ctx, token, findings[lo:hi])
+	}); err != nil {
+		return err
+	}
+	return p.write(ctx, "problem_stats", len(stats), func(ctx context.Context, token string, lo, hi int) error {
+		return p.store.WriteProblemStats(ctx, token, stats[lo:hi])
 	})
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/budgetd/budgetd/analyze"
 	"github.com/budgetd/budgetd/ingest"
+	"github.com/budgetd/budgetd/problems"
 	"github.com/budgetd/budgetd/schema"
 	"github.com/budgetd/budgetd/store"
 	"github.com/budgetd/budgetd/store/chsql"
@@ -456,4 +457,73 @@ func TestHoldEdgeFindings(t *testing.T) {
 	require.Equal(t, map[string]float64{"latency_inversion/a/b": 1}, series(), "lapsed verdicts leave")
 	m.holdEdgeFindings(nil)
 	require.Empty(t, series())
+}
+
+// TestFindingsBoundedPerProblem analyses 30 traces with the same problem in
+// one interval: the findings table keeps problems.examples_per_interval of
+// them in full, the problem's stats count all 30, and a re-analysed trace
+// adds nothing to the stats.
+func TestFindingsBoundedPerProblem(t *testing.T) {
+	s := openStore(t, "pipeline_examples")
+	ctx := context.Background()
+	cfg := problems.DefaultConfig()
+	cfg.ExamplesPerInterval = 5
+	reg := prometheus.NewRegistry()
+	clock := time.Unix(1_800_000_000, 0)
+	p, err := New(DefaultConfig(), Settings{Store: s, Analyzer: analyze.New(analyze.DefaultConfig()), Registerer: reg,
+		Problems: &cfg, Now: func() time.Time { return clock }})
+	require.NoError(t, err)
+
+	base := fixtureSpans(t, "orphaned_work_positive")
+	var all []schema.Span
+	for n := range 30 {
+		for _, sp := range base {
+			sp.TraceID[0], sp.TraceID[1] = byte(n), 0xee
+			all = append(all, sp)
+		}
+	}
+	require.NoError(t, s.WriteSpans(ctx, "in", all))
+	p.Spans(all)
+	require.NoError(t, p.Flush(ctx))
+
+	perTrace := len(goldenIDs(t, "orphaned_work_positive"))
+	require.Positive(t, perTrace)
+	stored, _, err := store.ReadFindings(ctx, s, store.FindingQuery{}, 10_000)
+	require.NoError(t, err)
+	win := store.Window{}
+	stats, err := s.ProblemStats(ctx, win)
+	require.NoError(t, err)
+	var counted uint64
+	for _, st := range stats {
+		counted += st.Findings
+	}
+	require.EqualValues(t, 30*perTrace, counted, "the stats count every finding")
+	require.Less(t, len(stored), 30*perTrace, "not every finding is stored in full")
+	byProblem := map[string]int{}
+	for _, f := range stored {
+		byProblem[problems.Fingerprint(f).ID()]++
+	}
+	for id, n := range byProblem {
+		require.LessOrEqual(t, n, 5, "problem %s keeps at most 5 findings in full", id)
+	}
+	require.EqualValues(t, 30*perTrace-len(stored), testutil.ToFloat64(p.metrics.findingsCountedOnly))
+
+	// Grouped with the stats, the problems count every finding.
+	occurrences := 0
+	for _, pr := range problems.Group(stored, cfg.Options(clock, nil, stats)) {
+		occurrences += pr.Occurrences
+	}
+	require.Equal(t, 30*perTrace, occurrences)
+
+	// A retried span re-opens one trace: its findings are not counted again.
+	p.Spans(all[:1])
+	require.NoError(t, p.Flush(ctx))
+	require.EqualValues(t, 1, p.counters().Reopened)
+	stats, err = s.ProblemStats(ctx, win)
+	require.NoError(t, err)
+	counted = 0
+	for _, st := range stats {
+		counted += st.Findings
+	}
+	require.EqualValues(t, 30*perTrace, counted, "a re-analysed trace counts once")
 }

@@ -19,6 +19,10 @@ type Config struct {
 	// MaxFindings bounds the findings one grouping reads (the newest); an
 	// answer that reached it says truncated.
 	MaxFindings int `yaml:"max_findings"`
+	// ExamplesPerInterval bounds the trace findings stored in full per
+	// problem and trend interval; the rest are counted in the problem's
+	// stats only.
+	ExamplesPerInterval int `yaml:"examples_per_interval"`
 	// Watch evaluates the problems periodically for metrics, alerts and
 	// notifications.
 	Watch WatchConfig `yaml:"watch"`
@@ -70,6 +74,7 @@ const (
 func DefaultConfig() Config {
 	return Config{
 		QuietPeriod: DefaultQuietPeriod, TrendInterval: 5 * time.Minute, MaxExamples: DefaultMaxExamples, MaxFindings: 100_000,
+		ExamplesPerInterval: 20,
 		Watch: WatchConfig{
 			Every: time.Minute, Lookback: 24 * time.Hour, Top: 20,
 			Webhook: WebhookConfig{Format: FormatAlertmanager, Timeout: 10 * time.Second, MaxAttempts: 5, QueueSize: 1000},
@@ -89,6 +94,7 @@ func (c Config) Validate() error {
 	positive("trend_interval", c.TrendInterval > 0)
 	positive("max_examples", c.MaxExamples > 0)
 	positive("max_findings", c.MaxFindings > 0)
+	positive("examples_per_interval", c.ExamplesPerInterval > 0)
 	positive("watch.every", c.Watch.Every > 0)
 	positive("watch.top", c.Watch.Top > 0)
 	if c.Watch.Lookback <= c.QuietPeriod {
@@ -106,7 +112,8 @@ func (c Config) Validate() error {
 }
 
 // Options returns the grouping options of c, judged at now, with the
-// requests per path for the share.
-func (c Config) Options(now time.Time, pathRequests map[string]uint64) Options {
-	return Options{Now: now, Interval: c.TrendInterval, QuietPeriod: c.QuietPeriod, MaxExamples: c.MaxExamples, PathRequests: pathRequests}
+// requests per path for the share and the stats of the window.
+func (c Config) Options(now time.Time, pathRequests map[string]uint64, stats []Stat) Options {
+	return Options{Now: now, Interval: c.TrendInterval, QuietPeriod: c.QuietPeriod, MaxExamples: c.MaxExamples,
+		PathRequests: pathRequests, Stats: stats}
 }

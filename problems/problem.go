@@ -138,6 +138,11 @@ type Options struct {
 	// PathRequests is the number of requests per path in the window
 	// (analyze.PathSummary.Requests); nil leaves Problem.Share null.
 	PathRequests map[string]uint64
+	// Stats count the trace findings per problem and interval, kept or
+	// not (StatsOf); the occurrences they cover are counted from them.
+	// A problem with stats but no finding in the window is left out: it
+	// has no evidence to show.
+	Stats []Stat
 }
 
 func (o Options) withDefaults(fs []schema.Finding) Options {
@@ -211,9 +216,18 @@ func Group(findings []schema.Finding, opt Options) []Problem {
 		}
 		groups[pid] = append(groups[pid], o)
 	}
+	statsOf := map[string][]Stat{}
+	for _, s := range opt.Stats {
+		statsOf[s.Key.ID()] = append(statsOf[s.Key.ID()], s)
+	}
 	out := make([]Problem, 0, len(keys))
 	for _, k := range keys {
-		out = append(out, build(k, groups[k.ID()], opt))
+		occ := groups[k.ID()]
+		p := build(k, occ, opt)
+		if st := statsOf[p.ID]; len(st) > 0 {
+			withStats(&p, occ, st, opt)
+		}
+		out = append(out, p)
 	}
 	sort.Slice(out, func(a, b int) bool {
 		x, y := &out[a], &out[b]
@@ -305,7 +319,7 @@ func build(k Key, occ []*occurrence, opt Options) Problem {
 	if r.perFinding == nil {
 		impact = float64(p.AffectedRequests)
 	}
-	p.Impact.Value = math.Round(impact*1000) / 1000 // milliseconds of a second, and no float noise
+	p.Impact.Value = roundImpact(impact)
 	p.Share = share(p.AffectedRequests, occ, opt.PathRequests)
 	p.Worst = Worst{FindingID: worst.f.ID, TraceID: worst.f.TraceID, Evidence: copyEvidence(worst.f.Evidence)}
 	p.Trend = trend(occ, opt.Interval)
@@ -318,6 +332,10 @@ func build(k Key, occ []*occurrence, opt Options) Problem {
 	p.Suggestion = r.suggest(k, fs, &worst.f)
 	return p
 }
+
+// roundImpact rounds to a thousandth (milliseconds of a second), leaving no
+// float noise.
+func roundImpact(v float64) float64 { return math.Round(v*1000) / 1000 }
 
 // worse reports whether occurrence a is worse than b: a larger score of the
 // kind, then a higher severity, then detected later, then the smaller id.

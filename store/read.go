@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"time"
 
 	"github.com/budgetd/budgetd/schema"
 )
@@ -25,4 +26,14 @@ func ReadFindings(ctx context.Context, st Store, q FindingQuery, max int) (_ []s
 		}
 		q.Cursor = page.Next
 	}
+}
+
+// FromIntervalStart returns w starting at the start of the interval of
+// width d (aligned to the Unix epoch) that holds its start: the stats of
+// that interval count findings of w too.
+func FromIntervalStart(w Window, d time.Duration) Window {
+	if d > 0 {
+		w.SinceNs -= w.SinceNs % uint64(d)
+	}
+	return w
 }

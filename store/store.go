@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/budgetd/budgetd/problems"
 	"github.com/budgetd/budgetd/schema"
 )
 
@@ -35,6 +36,9 @@ type Store interface {
 	WriteHops(ctx context.Context, token string, hops []schema.Hop) error
 	// WriteFindings stores findings.
 	WriteFindings(ctx context.Context, token string, findings []schema.Finding) error
+	// WriteProblemStats adds the counts of trace findings per problem and
+	// interval (problems.StatsOf); a retried token adds nothing.
+	WriteProblemStats(ctx context.Context, token string, stats []problems.Stat) error
 	// WriteReanalysed records that the traces are being analysed again at
 	// analyzedNs (Hop.AnalyzedNs of their new hops). It must be written
 	// before the new hops: reads deduplicate hops per span, and drop
@@ -51,6 +55,10 @@ type Store interface {
 	Spans(ctx context.Context, w Window, limit int) ([]schema.Span, error)
 	// Findings returns one page of findings, newest first.
 	Findings(ctx context.Context, q FindingQuery) (FindingPage, error)
+	// ProblemStats returns the counts per problem and interval of the
+	// intervals that start in w, summed, ordered by problem id and
+	// interval.
+	ProblemStats(ctx context.Context, w Window) ([]problems.Stat, error)
 	// Paths aggregates hops per call path over a window, and counts the
 	// findings detected on each path in it (see PathStats.FindingsByKind).
 	Paths(ctx context.Context, w Window, limit int) ([]PathStats, error)

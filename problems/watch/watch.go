@@ -117,9 +117,14 @@ func (w *Watcher) Evaluate(ctx context.Context) error {
 		w.m.evaluations.WithLabelValues("error").Inc()
 		return err
 	}
+	stats, err := w.store.ProblemStats(ctx, store.FromIntervalStart(win, w.cfg.TrendInterval))
+	if err != nil {
+		w.m.evaluations.WithLabelValues("error").Inc()
+		return err
+	}
 	w.m.evaluations.WithLabelValues("ok").Inc()
 	w.m.truncated.Set(boolGauge(truncated))
-	ps := problems.Group(findings, w.cfg.Options(now, nil))
+	ps := problems.Group(findings, w.cfg.Options(now, nil, stats))
 	w.m.set(ps, w.cfg.Watch.Top)
 
 	cur := make(map[string]problems.State, len(ps))

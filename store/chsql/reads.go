@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/budgetd/budgetd/problems"
 	"github.com/budgetd/budgetd/schema"
 	"github.com/budgetd/budgetd/store"
 )
@@ -731,4 +732,32 @@ func (s *Store) MissingSpans(ctx context.Context, spans []schema.Span) ([]schema
 		}
 	}
 	return missing, nil
+}
+
+// ProblemStats implements store.Store.
+func (s *Store) ProblemStats(ctx context.Context, w store.Window) ([]problems.Stat, error) {
+	// A part not yet merged holds its own row for a problem and interval:
+	// sum them here.
+	q := "SELECT problem_id, any(kind), any(caller_service), any(caller_operation), any(callee_service), any(callee_operation), any(path)," +
+		" interval_ns, sum(findings), sum(requests), sum(impact) FROM " + s.db + "." + problemStatsTable.name +
+		" WHERE interval_ns >= {since:UInt64} AND interval_ns <= {until:UInt64}" +
+		" GROUP BY problem_id, interval_ns ORDER BY problem_id, interval_ns"
+	var out []problems.Stat
+	err := s.eachRow(ctx, q, Params{P("since", w.SinceNs), P("until", w.Until())}, func(r Rows) error {
+		var st problems.Stat
+		var id, kind string
+		var intervalNs uint64
+		if err := r.Scan(&id, &kind, &st.Key.CallerService, &st.Key.CallerOperation, &st.Key.CalleeService, &st.Key.CalleeOperation,
+			&st.Key.Path, &intervalNs, &st.Findings, &st.Requests, &st.Impact); err != nil {
+			return err
+		}
+		st.Key.Kind = schema.Kind(kind)
+		st.Interval = time.Unix(0, int64(intervalNs)).UTC()
+		out = append(out, st)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read problem stats: %w", err)
+	}
+	return out, nil
 }

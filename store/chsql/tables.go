@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/budgetd/budgetd/problems"
 	"github.com/budgetd/budgetd/schema"
 	"github.com/budgetd/budgetd/store/chschema"
 )
@@ -103,7 +104,7 @@ type ColumnType struct {
 func InsertTables(f chschema.Features) []TableColumns {
 	return []TableColumns{
 		spansTable.declared(f), traceIndexTable.declared(f), hopsTable.declared(f), findingsTable.declared(f),
-		reanalysedTable.declared(f), batchesTable.declared(f), migrationsTable.declared(f),
+		reanalysedTable.declared(f), problemStatsTable.declared(f), batchesTable.declared(f), migrationsTable.declared(f),
 	}
 }
 
@@ -291,6 +292,23 @@ var findingsTable = table[findingRow]{name: "findings", columns: []column[findin
 		}
 	}},
 	{"message", "String", func(c *Column, r findingRow) { c.AppendString(r.f.Message) }},
+}}
+
+// problemStatsTable counts the trace findings per problem and interval
+// (0013_problem_stats.sql). Reads scan its columns in this order
+// (ProblemStats).
+var problemStatsTable = table[*problems.Stat]{name: "problem_stats", columns: []column[*problems.Stat]{
+	{"problem_id", "String", func(c *Column, s *problems.Stat) { c.AppendString(s.Key.ID()) }},
+	{"kind", "LowCardinality(String)", func(c *Column, s *problems.Stat) { c.AppendString(string(s.Key.Kind)) }},
+	{"caller_service", "LowCardinality(String)", func(c *Column, s *problems.Stat) { c.AppendString(s.Key.CallerService) }},
+	{"caller_operation", "LowCardinality(String)", func(c *Column, s *problems.Stat) { c.AppendString(s.Key.CallerOperation) }},
+	{"callee_service", "LowCardinality(String)", func(c *Column, s *problems.Stat) { c.AppendString(s.Key.CalleeService) }},
+	{"callee_operation", "LowCardinality(String)", func(c *Column, s *problems.Stat) { c.AppendString(s.Key.CalleeOperation) }},
+	{"path", "String", func(c *Column, s *problems.Stat) { c.AppendString(s.Key.Path) }},
+	{"interval_ns", "UInt64", func(c *Column, s *problems.Stat) { c.AppendUInt64(uint64(s.Interval.UnixNano())) }},
+	{"findings", "UInt64", func(c *Column, s *problems.Stat) { c.AppendUInt64(s.Findings) }},
+	{"requests", "UInt64", func(c *Column, s *problems.Stat) { c.AppendUInt64(s.Requests) }},
+	{"impact", "Float64", func(c *Column, s *problems.Stat) { c.AppendFloat64(s.Impact) }},
 }}
 
 // reanalysedRow records that a trace was analysed again.

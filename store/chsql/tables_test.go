@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/budgetd/budgetd/problems"
 	"github.com/budgetd/budgetd/schema"
 	"github.com/budgetd/budgetd/store/chschema"
 )
@@ -54,10 +55,13 @@ func TestTablesBuildValidBlocks(t *testing.T) {
 	blk = fill(t, &findingsTable, findingRow{f: &f, keys: []string{"x", "y"}}, findingRow{f: &schema.Finding{}})
 	require.Equal(t, []float64{1, 2}, blk.Columns[12].Float64s)
 	fill(t, &reanalysedTable, reanalysedRow{trace: schema.TraceID{1}, analyzedNs: 1}, reanalysedRow{})
+	stat := problems.Stat{Key: problems.Key{Kind: schema.KindOrphanedWork, CalleeService: "db"}, Interval: time.Unix(300, 0), Findings: 3, Requests: 2, Impact: 1.5}
+	blk = fill(t, &problemStatsTable, &stat, &problems.Stat{Interval: time.Unix(0, 0)})
+	require.Equal(t, []uint64{300e9, 0}, blk.Columns[7].UInt64s, "interval_ns")
 	fill(t, &batchesTable, batchRow{token: "t", table: "spans", rows: 1, writtenNs: 2}, batchRow{})
 	fill(t, &migrationsTable, migrationRow{version: 1, name: "0001_spans", appliedNs: 2}, migrationRow{})
 
-	require.Len(t, InsertTables(chschema.Features{}), 7, "InsertTables lists every table above")
+	require.Len(t, InsertTables(chschema.Features{}), 8, "InsertTables lists every table above")
 }
 
 // TestDeclaredTypes: a LowCardinality column is declared as such only on

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/budgetd/budgetd/problems"
 	"github.com/budgetd/budgetd/schema"
 	"github.com/budgetd/budgetd/store"
 )
@@ -120,6 +121,12 @@ func (s *Store) WriteReanalysed(ctx context.Context, token string, traces []sche
 	err := insert(ctx, s, &reanalysedTable, token, len(traces), func(i int) reanalysedRow {
 		return reanalysedRow{trace: traces[i], analyzedNs: analyzedNs}
 	})
+	return wrapCtx(ctx, err)
+}
+
+// WriteProblemStats implements store.Store.
+func (s *Store) WriteProblemStats(ctx context.Context, token string, stats []problems.Stat) error {
+	err := insert(ctx, s, &problemStatsTable, token, len(stats), func(i int) *problems.Stat { return &stats[i] })
 	return wrapCtx(ctx, err)
 }
 

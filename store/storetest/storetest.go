@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/budgetd/budgetd/problems"
 	"github.com/budgetd/budgetd/schema"
 	"github.com/budgetd/budgetd/store"
 	"github.com/budgetd/budgetd/store/chsql"
@@ -60,6 +61,7 @@ func Run(t *testing.T, h Harness) {
 		{"version-gated extras", testExtras},
 		{"a re-analysed trace counts once", testReanalysis},
 		{"a finding written again counts once", testDistinctFindingCounts},
+		{"problem stats sum per problem and interval", testProblemStats},
 		{"deadline returns promptly", testDeadline},
 	}
 	for _, tt := range tests {
@@ -1000,4 +1002,40 @@ func testDistinctFindingCounts(t *testing.T, h Harness) {
 	tot, err = s.Totals(ctx, recent)
 	require.NoError(t, err)
 	require.Equal(t, map[schema.Kind]uint64{schema.KindLatencyInversion: 1}, tot.FindingsByKind)
+}
+
+// testProblemStats writes the counts of two problems over two intervals in
+// two batches, and one batch twice under its token: reads sum each problem
+// and interval over the batches, once per token, within the window.
+func testProblemStats(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	ctx := ctxT(t)
+	at := time.Unix(1_700_000_000, 0).UTC()
+	key := func(callee string) problems.Key {
+		return problems.Key{Kind: schema.KindOrphanedWork, CallerService: "gateway", CallerOperation: "POST /checkout",
+			CalleeService: callee, CalleeOperation: "GET /x"}
+	}
+	stat := func(callee string, interval time.Time, findings uint64, impact float64) problems.Stat {
+		return problems.Stat{Key: key(callee), Interval: interval, Findings: findings, Requests: findings, Impact: impact}
+	}
+	later := at.Add(5 * time.Minute)
+	for range 2 { // the first batch retried: stored once
+		require.NoError(t, s.WriteProblemStats(ctx, "stats-1", []problems.Stat{stat("order", at, 3, 1.5), stat("pricing", at, 1, 0.25)}))
+	}
+	require.NoError(t, s.WriteProblemStats(ctx, "stats-2", []problems.Stat{stat("order", at, 2, 1), stat("order", later, 4, 2)}))
+
+	got, err := s.ProblemStats(ctx, store.WindowOf(at, later))
+	require.NoError(t, err)
+	want := []problems.Stat{stat("order", at, 5, 2.5), stat("order", later, 4, 2), stat("pricing", at, 1, 0.25)}
+	sort.Slice(want, func(a, b int) bool {
+		if want[a].Key.ID() != want[b].Key.ID() {
+			return want[a].Key.ID() < want[b].Key.ID()
+		}
+		return want[a].Interval.Before(want[b].Interval)
+	})
+	require.Equal(t, want, got)
+
+	got, err = s.ProblemStats(ctx, store.WindowOf(later, later.Add(time.Minute)))
+	require.NoError(t, err)
+	require.Equal(t, []problems.Stat{stat("order", later, 4, 2)}, got, "only the intervals that start in the window")
 }

@@ -1,0 +1,84 @@
+package pipeline
+
+import (
+	"sync"
+	"time"
+
+	"github.com/budgetd/budgetd/problems"
+	"github.com/budgetd/budgetd/schema"
+)
+
+// examples bounds the findings stored in full: per problem and interval
+// (problems.trend_interval) at most problems.examples_per_interval trace
+// findings are written to the findings table; the rest are counted in the
+// problem's stats only (problems.StatsOf), so the findings table does not
+// grow with traffic. Edge findings are one per edge and always kept.
+//
+// The counts are this process's: each replica keeps its own examples, and
+// a restart starts the current interval's count again.
+type examples struct {
+	mu       sync.Mutex
+	per      int
+	interval time.Duration
+	// kept counts the findings kept per problem and interval start; the
+	// intervals before the previous one are forgotten.
+	kept   map[exampleKey]int
+	newest int64
+}
+
+type exampleKey struct {
+	problem string
+	start   int64
+}
+
+// maxExampleKeys bounds the problems and intervals examples tracks; past it
+// findings of untracked problems are kept (the bound never drops evidence it
+// cannot count).
+const maxExampleKeys = 100_000
+
+func newExamples(cfg problems.Config) *examples {
+	return &examples{per: cfg.ExamplesPerInterval, interval: cfg.TrendInterval, kept: map[exampleKey]int{}}
+}
+
+// keep returns the findings to store in full, in order, and how many it
+// left out.
+func (e *examples) keep(fs []schema.Finding) (kept []schema.Finding, dropped int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	kept = fs[:0:0]
+	for i := range fs {
+		f := &fs[i]
+		if f.TraceID == "" {
+			kept = append(kept, *f)
+			continue
+		}
+		start := f.DetectedAt.UnixNano() - f.DetectedAt.UnixNano()%int64(e.interval)
+		e.forget(start)
+		k := exampleKey{problems.Fingerprint(*f).ID(), start}
+		n, tracked := e.kept[k]
+		switch {
+		case !tracked && len(e.kept) >= maxExampleKeys:
+			kept = append(kept, *f)
+		case n < e.per:
+			e.kept[k] = n + 1
+			kept = append(kept, *f)
+		default:
+			dropped++
+		}
+	}
+	return kept, dropped
+}
+
+// forget drops the counts of intervals before the one preceding start,
+// once start is the newest interval seen.
+func (e *examples) forget(start int64) {
+	if start <= e.newest {
+		return
+	}
+	e.newest = start
+	for k := range e.kept {
+		if k.start < start-int64(e.interval) {
+			delete(e.kept, k)
+		}
+	}
+}

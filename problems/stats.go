@@ -1,0 +1,139 @@
+package problems
+
+import (
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/budgetd/budgetd/schema"
+)
+
+// Stat counts the trace findings of one problem in one interval. The
+// findings table keeps full detail for at most
+// problems.examples_per_interval findings per problem and interval (the
+// examples); stats count every one, so a problem's occurrences, affected
+// requests, impact and trend do not depend on how many were kept.
+type Stat struct {
+	Key Key
+	// Interval is the start of the interval, aligned to the Unix epoch like
+	// the trend's buckets.
+	Interval time.Time
+	Findings uint64  // distinct finding ids
+	Requests uint64  // distinct traces
+	Impact   float64 // the kind's per-finding impact, summed; 0 for kinds that count requests
+}
+
+// StatsOf counts findings per problem and interval of their detection. Only
+// trace findings are counted: an edge finding (no trace) is one per edge
+// and is always kept whole. Each finding id counts once.
+func StatsOf(findings []schema.Finding, interval time.Duration) []Stat {
+	type key struct {
+		id    string
+		start int64
+	}
+	type acc struct {
+		stat   Stat
+		ids    map[string]bool
+		traces map[string]bool
+	}
+	accs := map[key]*acc{}
+	for i := range findings {
+		f := &findings[i]
+		if f.TraceID == "" {
+			continue
+		}
+		k := Fingerprint(*f)
+		start := bucketStart(f.DetectedAt, interval)
+		a := accs[key{k.ID(), start}]
+		if a == nil {
+			a = &acc{stat: Stat{Key: k, Interval: time.Unix(0, start).UTC()}, ids: map[string]bool{}, traces: map[string]bool{}}
+			accs[key{k.ID(), start}] = a
+		}
+		id := occurrenceID(f)
+		if a.ids[id] {
+			continue
+		}
+		a.ids[id] = true
+		a.traces[f.TraceID] = true
+		if r := ruleOf(f.Kind); r.perFinding != nil {
+			a.stat.Impact += r.perFinding(f.Evidence)
+		}
+	}
+	keys := slices.SortedFunc(maps.Keys(accs), func(a, b key) int {
+		switch {
+		case a.id != b.id:
+			if a.id < b.id {
+				return -1
+			}
+			return 1
+		case a.start != b.start:
+			if a.start < b.start {
+				return -1
+			}
+			return 1
+		}
+		return 0
+	})
+	out := make([]Stat, 0, len(keys))
+	for _, k := range keys {
+		a := accs[k]
+		a.stat.Findings, a.stat.Requests = uint64(len(a.ids)), uint64(len(a.traces))
+		out = append(out, a.stat)
+	}
+	return out
+}
+
+// withStats replaces p's counts with the stats of its problem (sorted by
+// interval) where they cover the occurrences: an occurrence detected in an
+// interval with a stat is counted there; one in an interval without (a
+// finding stored before stats were kept) is counted from the finding, as
+// without stats.
+func withStats(p *Problem, occ []*occurrence, stats []Stat, opt Options) {
+	r := ruleOf(p.Kind)
+	covered := map[int64]bool{}
+	for _, s := range stats {
+		covered[s.Interval.UnixNano()] = true
+	}
+	var findings, requests uint64
+	impact := 0.0
+	counts := map[int64]int{}
+	for _, s := range stats {
+		findings += s.Findings
+		requests += s.Requests
+		impact += s.Impact
+		counts[s.Interval.UnixNano()] += int(s.Findings)
+		if s.Interval.Before(p.FirstSeen) {
+			p.FirstSeen = s.Interval
+		}
+		if s.Interval.After(p.LastSeen) {
+			p.LastSeen = s.Interval
+		}
+	}
+	traces := map[string]bool{}
+	for _, o := range occ {
+		start := bucketStart(o.first, opt.Interval)
+		if covered[start] {
+			continue
+		}
+		findings++
+		counts[start]++
+		if !traces[o.f.TraceID] {
+			traces[o.f.TraceID] = true
+			requests++
+		}
+		if r.perFinding != nil {
+			impact += r.perFinding(o.f.Evidence)
+		}
+	}
+	p.Occurrences = int(findings)
+	p.AffectedRequests = int(requests)
+	if r.perFinding == nil {
+		impact = float64(requests)
+	}
+	p.Impact.Value = roundImpact(impact)
+	p.Share = share(p.AffectedRequests, occ, opt.PathRequests)
+	p.Trend = p.Trend[:0]
+	for _, s := range slices.Sorted(maps.Keys(counts)) {
+		p.Trend = append(p.Trend, Bucket{Start: time.Unix(0, s).UTC(), Count: counts[s]})
+	}
+}
