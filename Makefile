@@ -11,7 +11,7 @@ BIN      := bin/budgetd
 CONFIG   ?=
 ARGS     ?=
 
-.PHONY: help setup test-setup build run test bench fuzz clean
+.PHONY: help setup test-setup build run test bench fuzz clean generate
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -19,7 +19,7 @@ help: ## list the targets
 setup: ## install Go modules and libchdb (into .cache/, ignored by git)
 	@scripts/setup.sh
 
-test-setup: setup ## also install what the tests need (Debian clickhouse-server)
+test-setup: setup ## also install what the tests need (scripts/test-setup.sh: ClickHouse, Chromium, the Collector, Redocly CLI, oapi-codegen)
 	@scripts/test-setup.sh
 
 build: ## build bin/budgetd
@@ -39,6 +39,9 @@ test: test-setup ## set up and run every test with the race detector
 
 bench: setup ## run the benchmarks
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./...
+
+generate: ## regenerate api/apiclient from api/openapi.yaml (oapi-codegen, installed into .cache/bin)
+	$(GO) generate ./api/apiclient
 
 clean: ## remove build output (keeps the .cache downloads)
 	rm -rf bin

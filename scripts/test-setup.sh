@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Installs what the tests need beyond `make setup`: Debian's ClickHouse
-# server and client (18.16 on bookworm), which the store tests start on a
-# free loopback port. Safe to run again.
+# Installs what the tests need beyond `make setup`, each part only when it is
+# missing: first Debian's ClickHouse server and client (18.16 on bookworm),
+# which the store tests start on a free loopback port. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/sbin:/sbin"
@@ -19,3 +19,8 @@ scripts/install-ui-test-deps.sh
 # budgetd with telemetrygen; both are built from the Go module proxy once.
 scripts/install-otelcol.sh
 scripts/install-telemetrygen.sh
+# The API tests lint api/openapi.yaml with Redocly CLI (npm registry) and
+# regenerate api/apiclient with oapi-codegen (Go module proxy) to check it
+# is current.
+scripts/install-redocly.sh
+scripts/install-oapi-codegen.sh
