@@ -26,7 +26,7 @@ import (
 )
 
 var updateScreenshots = flag.Bool("update-screenshots", false,
-	"write docs/img/{findings,paths,edges,trace}.png from TestUIInBrowser")
+	"write docs/img/{problems,problem,service-map,findings,paths,edges,trace}.png from TestUIInBrowser")
 
 // The traces the UI test opens, from the fixtures.
 const (
@@ -50,14 +50,18 @@ func TestUIInBrowser(t *testing.T) {
 	loadFixtures(t, st)
 	loadFixtureFiles(t, st, "orphaned_work_cancelled", "timeout_inversion_header_budget")
 	loadZeroInstrumented(t, st)
+	loadProblemHistory(t, st)
 	ts := newTestServer(t, st)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
 	defer cancel()
 	tb, err := b.newTab(ctx, uiViewportWidth, uiViewportHeight)
 	require.NoError(t, err)
 	u := &uiSession{t: t, ctx: ctx, tab: tb, base: ts.URL + "/"}
 
+	t.Run("problems", func(t *testing.T) { u.t = t; testUIProblems(u, ts) })
+	t.Run("problem", func(t *testing.T) { u.t = t; testUIProblem(u, ts) })
+	t.Run("service map", func(t *testing.T) { u.t = t; testUIServiceMap(u, ts) })
 	t.Run("findings", func(t *testing.T) { u.t = t; testUIFindings(u, ts) })
 	t.Run("paths", func(t *testing.T) { u.t = t; testUIPaths(u) })
 	t.Run("edges", func(t *testing.T) { u.t = t; testUIEdges(u, ts) })
@@ -175,7 +179,7 @@ func (u *uiSession) screenshot(name string) {
 
 func testUIFindings(u *uiSession, ts *httptest.Server) {
 	t := u.t
-	u.open("")
+	u.open("#/findings")
 	require.Equal(t, "Findings", u.text("h1"))
 	require.Equal(t, "Findings", u.text(`nav a[aria-current="page"]`))
 	require.Equal(t, 50, u.count("table.findings tbody tr"), "the first page holds the default 50")
@@ -550,6 +554,18 @@ func testUIHostile(u *uiSession, st store.Store) {
 	u.open("#/edges")
 	require.Contains(t, u.text("table.edges"), "<b>callee</b>")
 	check()
+	u.open("#/problems?service=" + encodeHashParam("<b>callee</b>"))
+	require.Contains(t, u.text("table.problems"), "<b>callee</b>")
+	check()
+	u.act(`document.querySelector('table.problems a.problem-link').click()`)
+	require.Contains(t, u.text("h1"), "<b>callee</b>")
+	check()
+	u.open("#/service-map")
+	require.Contains(t, u.text("table.map-pairs"), "<b>callee</b>")
+	var nodes []string
+	u.eval(`[...document.querySelectorAll('svg.service-map a.node text')].map((t) => t.textContent)`, &nodes)
+	require.Contains(t, nodes, "<b>callee</b>")
+	check()
 	u.noProblems()
 }
 
@@ -633,6 +649,12 @@ func loadZeroInstrumented(t *testing.T, st store.Store) {
 // writeAnalysed stores spans with their hops and findings.
 func writeAnalysed(t *testing.T, st store.Store, token string, spans []schema.Span) {
 	t.Helper()
+	writeAnalysedAt(t, st, token, spans, detectedAt)
+}
+
+// writeAnalysedAt stores spans with their hops and findings, detected at at.
+func writeAnalysedAt(t *testing.T, st store.Store, token string, spans []schema.Span, at time.Time) {
+	t.Helper()
 	ctx := context.Background()
 	byTrace := map[schema.TraceID][]schema.Span{}
 	for _, s := range spans {
@@ -642,11 +664,11 @@ func writeAnalysed(t *testing.T, st store.Store, token string, spans []schema.Sp
 	var hops []schema.Hop
 	var findings []schema.Finding
 	for _, ts := range byTrace {
-		res := a.Trace(schema.NewTrace(ts), detectedAt)
+		res := a.Trace(schema.NewTrace(ts), at)
 		hops = append(hops, res.Hops...)
 		findings = append(findings, res.Findings...)
 	}
-	findings = append(findings, a.EdgeFindings(detectedAt)...)
+	findings = append(findings, a.EdgeFindings(at)...)
 	require.NoError(t, st.WriteSpans(ctx, token+"-spans", spans))
 	require.NoError(t, st.WriteHops(ctx, token+"-hops", hops))
 	require.NoError(t, st.WriteFindings(ctx, token+"-findings", findings))

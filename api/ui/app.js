@@ -1,5 +1,6 @@
-// The UI's entry point: a hash router (#/findings, #/paths, #/edges,
-// #/trace/<id>) that renders one page at a time into <main>.
+// The UI's entry point: a hash router (#/problems, #/problems/<id>,
+// #/service-map, #/findings, #/paths, #/edges, #/trace/<id>) that renders one
+// page at a time into <main>. The problems list is the home page.
 //
 // body[data-state] is "loading", "ready" or "error", body[data-page] names
 // the page shown and body[data-route] the hash it was rendered for; the
@@ -9,29 +10,39 @@ import { h } from './dom.js';
 import { renderFindings } from './findings.js';
 import { renderPaths } from './paths.js';
 import { renderEdges } from './edges.js';
+import { renderProblem, renderProblems } from './problems.js';
+import { renderServiceMap } from './servicemap.js';
 import { renderTrace } from './trace.js';
 
+// pages by route name. A page with detail renders #/<name>/<arg> as that
+// page; nav names the navigation entry a page belongs to.
 const pages = {
+  problems: { render: renderProblems, title: 'Problems', detail: 'problem' },
+  problem: { render: renderProblem, title: 'Problem', nav: 'problems' },
+  'service-map': { render: renderServiceMap, title: 'Service map' },
   findings: { render: renderFindings, title: 'Findings' },
   paths: { render: renderPaths, title: 'Paths' },
   edges: { render: renderEdges, title: 'Edges' },
   trace: { render: renderTrace, title: 'Trace' },
 };
 
-// parseRoute reads the hash: #/<page>[/<arg>][?<params>].
+// parseRoute reads the hash: #/<page>[/<arg>][?<params>]. A page with a
+// detail page names it when there is an arg: #/problems/<id> is "problem".
 export function parseRoute(hash) {
   const raw = hash.replace(/^#\/?/, '');
   const q = raw.indexOf('?');
   const pathPart = q < 0 ? raw : raw.slice(0, q);
   const params = new URLSearchParams(q < 0 ? '' : raw.slice(q + 1));
-  const [page, ...rest] = pathPart.split('/');
+  const [first, ...rest] = pathPart.split('/');
   let arg = '';
   try {
     arg = decodeURIComponent(rest.join('/'));
   } catch {
     arg = rest.join('/');
   }
-  return { page: page || 'findings', arg, params };
+  let page = first || 'problems';
+  if (arg && Object.hasOwn(pages, page) && pages[page].detail) page = pages[page].detail;
+  return { page, arg, params };
 }
 
 let current = null; // the AbortController of the page being rendered
@@ -40,7 +51,7 @@ let rendered = 0;
 async function render() {
   const hash = location.hash;
   const route = parseRoute(hash);
-  const page = pages[route.page];
+  const page = Object.hasOwn(pages, route.page) ? pages[route.page] : null;
   const main = document.getElementById('main');
   const status = document.getElementById('status');
   if (current) current.abort(); // stop the previous page's queries
@@ -52,8 +63,9 @@ async function render() {
   document.body.dataset.state = 'loading';
   document.body.dataset.page = route.page;
   main.setAttribute('aria-busy', 'true');
+  const navPage = page && page.nav ? page.nav : route.page;
   for (const a of document.querySelectorAll('nav a[data-page]')) {
-    if (a.dataset.page === route.page) a.setAttribute('aria-current', 'page');
+    if (a.dataset.page === navPage) a.setAttribute('aria-current', 'page');
     else a.removeAttribute('aria-current');
   }
 
@@ -95,7 +107,7 @@ function notFound(name) {
   return h('section', null,
     h('h1', null, 'Page not found'),
     h('p', null, 'There is no page called ', h('code', null, name), '. ',
-      h('a', { href: '#/findings' }, 'Go to the findings'), '.'));
+      h('a', { href: '#/problems' }, 'Go to the problems'), '.'));
 }
 
 export function errorView(err) {

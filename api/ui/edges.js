@@ -10,6 +10,7 @@ import { get } from './api.js';
 import { h, svg } from './dom.js';
 import { filterForm, windowCaption, windowFields } from './forms.js';
 import { ms, number, percent, timingBadge } from './format.js';
+import { headRow } from './table.js';
 
 export async function renderEdges(route, signal) {
   const p = route.params;
@@ -33,7 +34,7 @@ export async function renderEdges(route, signal) {
 
 // timeoutOf is the caller's timeout on an edge: the recorded median, else
 // the one inferred from the edge's timed-out calls (inferred: true), else null.
-function timeoutOf(e) {
+export function timeoutOf(e) {
   if (e.caller_median_timeout_ms !== null && e.caller_median_timeout_ms !== undefined) {
     return { ms: e.caller_median_timeout_ms, inferred: false };
   }
@@ -155,7 +156,7 @@ function placeLabel(placed, cx, cy, w, hgt) {
 }
 
 // timeoutText describes a timeoutOf value for a chart mark's title.
-function timeoutText(t) {
+export function timeoutText(t) {
   if (!t) return '—';
   if (!t.inferred) return ms(t.ms);
   return `≈ ${ms(t.ms)} (inferred from timing${typeof t.confidence === 'number' ? `, confidence ${t.confidence.toFixed(2)}` : ''})`;
@@ -163,10 +164,25 @@ function timeoutText(t) {
 
 // timeoutCell is the table's timeout: the recorded median, else the
 // inferred one with its badge.
-function timeoutCell(e) {
+export function timeoutCell(e) {
   const t = timeoutOf(e);
   if (!t || !t.inferred) return ms(t ? t.ms : null);
   return [`≈ ${ms(t.ms)}`, h('span', { class: 'sub' }, timingBadge(t.confidence))];
+}
+
+// figureCells are an edge's calls, caller timeout, callee p50 and p99.
+export function figureCells(e) {
+  return [
+    h('td', { class: 'num' }, number(e.calls, 0)),
+    h('td', { class: 'num' }, timeoutCell(e)),
+    h('td', { class: 'num' }, ms(e.callee_p50_ms)),
+    h('td', { class: 'num' }, ms(e.callee_p99_ms)),
+  ];
+}
+
+// inversionCell says whether the detector judged the edge inverted.
+export function inversionCell(e) {
+  return e.inversion ? h('span', { class: 'badge inv' }, '▲ inversion') : h('span', { class: 'muted' }, 'no');
 }
 
 function tickLabel(v) {
@@ -178,17 +194,13 @@ function edgeTable(edges, window) {
     h('td', { class: 'num' }, String(e.n)),
     h('th', { scope: 'row' }, e.caller_service, h('span', { class: 'op' }, e.caller_operation)),
     h('td', null, e.callee_service, h('span', { class: 'op' }, e.callee_operation)),
-    h('td', { class: 'num' }, number(e.calls, 0)),
-    h('td', { class: 'num' }, timeoutCell(e)),
-    h('td', { class: 'num' }, ms(e.callee_p50_ms)),
-    h('td', { class: 'num' }, ms(e.callee_p99_ms)),
+    figureCells(e),
     h('td', { class: 'num' }, percent(e.retry_ratio)),
-    h('td', null, e.inversion ? h('span', { class: 'badge inv' }, '▲ inversion') : h('span', { class: 'muted' }, 'no'))));
+    h('td', null, inversionCell(e))));
   return h('div', { class: 'table-wrap' },
     h('table', { class: 'data edges' },
       h('caption', null, `Edges, ${windowCaption(window)}`),
-      h('thead', null, h('tr', null,
-        [['#', true], ['Caller'], ['Callee'], ['Calls', true], ['Caller median timeout', true], ['Callee p50', true],
-          ['Callee p99', true], ['Retries', true], ['Inversion']].map(([c, num]) => h('th', { scope: 'col', class: num ? 'num' : null }, c)))),
+      headRow([['#', true], ['Caller'], ['Callee'], ['Calls', true], ['Caller median timeout', true], ['Callee p50', true],
+        ['Callee p99', true], ['Retries', true], ['Inversion']]),
       h('tbody', null, rows)));
 }

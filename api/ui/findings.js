@@ -3,16 +3,15 @@
 
 import { get } from './api.js';
 import { h } from './dom.js';
-import { filterForm, hashFor } from './forms.js';
+import { activeFilters, filterForm, hashFor, limitField, pagedQuery, pager } from './forms.js';
 import { KINDS, isInferred, kindLabel, pathNode, severityBadge, time, timingBadge } from './format.js';
+import { openOnClick } from './table.js';
 
 const FILTERS = ['kind', 'severity', 'service', 'path', 'since', 'limit'];
 
 export async function renderFindings(route, signal) {
   const p = route.params;
-  const query = {};
-  for (const k of [...FILTERS, 'next']) query[k] = p.get(k) || '';
-  if (!query.limit) query.limit = '50';
+  const query = pagedQuery(p, FILTERS);
   const page = await get('findings', query, signal);
 
   const form = filterForm('findings', 'Filter findings', [
@@ -26,20 +25,16 @@ export async function renderFindings(route, signal) {
       hint: 'Exact call path' },
     { name: 'since', label: 'Since', value: query.since, placeholder: 'all time', size: 14,
       hint: '1h, 24h or RFC 3339' },
-    { name: 'limit', label: 'Per page', value: query.limit,
-      options: [['25', '25'], ['50', '50'], ['100', '100'], ['250', '250']] },
+    limitField(query.limit),
   ]);
 
-  const current = {};
-  for (const k of FILTERS) if (p.get(k)) current[k] = p.get(k);
-  const pager = h('nav', { class: 'pager', 'aria-label': 'Pages of findings' },
-    p.get('next') ? h('a', { href: hashFor('findings', current) }, '← Newest') : null,
-    page.next ? h('a', { href: hashFor('findings', { ...current, next: page.next }), rel: 'next' }, 'Older findings →') : null);
+  const current = activeFilters(p, FILTERS);
+  const pages = pager('findings', current, p, page.next, { label: 'Pages of findings', first: '← Newest', next: 'Older findings →' });
 
   const filtered = Object.keys(current).filter((k) => k !== 'limit').length > 0;
   const body = page.findings.length === 0
     ? h('p', { class: 'empty' }, filtered ? 'No finding matches these filters.' : 'No findings yet: budgetd has not seen a budget problem.')
-    : findingsTable(page.findings);
+    : findingsTable(page.findings, 'Findings, newest first');
 
   return h('section', { class: 'page-findings' },
     h('h1', null, 'Findings'),
@@ -47,10 +42,12 @@ export async function renderFindings(route, signal) {
       'What the detectors found, newest first. Open a finding to see its trace and where the budget went.'),
     form,
     body,
-    pager);
+    pages);
 }
 
-function findingsTable(findings) {
+// findingsTable lists findings, one a row; a finding of a trace opens its
+// waterfall with the finding selected.
+export function findingsTable(findings, caption) {
   const rows = findings.map((f) => {
     const href = f.trace_id ? `#/trace/${encodeURIComponent(f.trace_id)}?finding=${encodeURIComponent(f.id)}` : null;
     const message = href
@@ -60,7 +57,7 @@ function findingsTable(findings) {
     const who = f.caller_service && f.callee_service && f.caller_service !== f.callee_service
       ? [f.caller_service, ' → ', f.callee_service]
       : [f.service || f.callee_service || f.caller_service];
-    const tr = h('tr', { class: href ? 'clickable' : null, dataset: { findingId: f.id } },
+    const tr = h('tr', { dataset: { findingId: f.id } },
       h('td', null, severityBadge(f.severity)),
       h('td', null, h('a', { href: hashFor('findings', { kind: f.kind }), class: 'kind' }, kindLabel(f.kind)),
         isInferred(f) ? [' ', timingBadge(f.evidence.confidence)] : null),
@@ -68,20 +65,14 @@ function findingsTable(findings) {
       h('td', null, who),
       h('td', { class: 'path-cell' }, h('a', { href: hashFor('findings', { path: f.path }), class: 'plain' }, pathNode(f.path))),
       h('td', { class: 'nowrap' }, h('time', { datetime: f.detected_at }, time(f.detected_at))));
-    if (href) {
-      // The whole row opens the trace; the message link stays the keyboard
-      // and screen reader way in.
-      tr.addEventListener('click', (ev) => {
-        if (ev.target.closest('a, button, input, select')) return;
-        if (window.getSelection && String(window.getSelection())) return; // selecting text
-        location.hash = href;
-      });
-    }
+    // The whole row opens the trace; the message link stays the keyboard
+    // and screen reader way in.
+    if (href) openOnClick(tr, href);
     return tr;
   });
   return h('div', { class: 'table-wrap' },
     h('table', { class: 'data findings' },
-      h('caption', { class: 'visually-hidden' }, 'Findings, newest first'),
+      h('caption', { class: 'visually-hidden' }, caption),
       h('thead', null, h('tr', null,
         ['Severity', 'Kind', 'Finding', 'Service', 'Path', 'Detected'].map((c) => h('th', { scope: 'col' }, c)))),
       h('tbody', null, rows)));

@@ -83,3 +83,56 @@ export function timingBadge(confidence) {
     title: `Worked out from span timing: a timeout or deadline the spans did not record${known ? ` (confidence ${confidence.toFixed(2)})` : ''}`,
   }, known ? `inferred · ${Math.round(confidence * 100)} %` : 'inferred');
 }
+
+export const STATES = ['active', 'regressed', 'resolved'];
+
+// stateBadge shows where a problem is in its lifecycle (docs/problems.md):
+// active, regressed (back after a quiet period) or resolved.
+export function stateBadge(state) {
+  return h('span', { class: `badge state-${STATES.includes(state) ? state : 'unknown'}` }, String(state));
+}
+
+// impactText writes a problem's impact with its unit the way `budgetd
+// analyze` does ("138 s orphaned", "11 wasted calls", "1 request"):
+// seconds to three significant figures or so, counts whole.
+export function impactText(impact) {
+  const v = impact ? impact.value : null;
+  if (v === null || v === undefined || Number.isNaN(v)) return '—';
+  switch (impact.unit) {
+    case 'orphaned_seconds': {
+      const a = Math.abs(v);
+      const digits = a >= 100 ? 0 : (a >= 10 ? 1 : 2);
+      const p = 10 ** digits; // rounded as the Go side rounds, then written
+      return `${new Intl.NumberFormat('en', { maximumFractionDigits: digits }).format(Math.round(v * p) / p)} s orphaned`;
+    }
+    case 'wasted_calls': return v === 1 ? '1 wasted call' : `${number(v, 2)} wasted calls`;
+    case 'affected_requests': return v === 1 ? '1 request' : `${number(v, 2)} requests`;
+    default: return `${number(v, 2)} ${kindLabel(impact.unit)}`;
+  }
+}
+
+// capitalized starts a label with a capital, for headings.
+export function capitalized(s) {
+  const t = String(s);
+  return t.charAt(0).toUpperCase() + t.slice(1);
+}
+
+// evidenceValue writes one figure of a finding's evidence: *_ms as a
+// duration, inferred as yes or no, the rest as numbers.
+export function evidenceValue(key, v) {
+  if (key.endsWith('_ms')) return ms(v);
+  if (key === 'inferred') return v === 1 ? 'yes' : 'no';
+  if (key === 'confidence') return typeof v === 'number' ? v.toFixed(2) : '—';
+  return number(v, 2);
+}
+
+// svcOp shows a service with one of its operations: "order POST /order".
+export function svcOp(service, operation) {
+  return h('span', { class: 'svc-op' }, h('span', { class: 'svc' }, service),
+    operation ? [' ', h('span', { class: 'op' }, operation)] : null);
+}
+
+// stat is one figure of a dl.summary.
+export function stat(label, value, cls) {
+  return h('div', { class: `stat ${cls || ''}` }, h('dt', null, label), h('dd', null, value));
+}

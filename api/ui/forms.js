@@ -21,8 +21,12 @@ export function field(spec) {
   const hintId = spec.hint ? `${id}-hint` : null;
   let control;
   if (spec.options) {
+    // A value the options lack (a URL written by hand) is offered too, so
+    // the form shows what the page shows.
+    const options = spec.value && !spec.options.some(([value]) => value === spec.value)
+      ? [...spec.options, [spec.value, spec.value]] : spec.options;
     control = h('select', { id, name: spec.name, 'aria-describedby': hintId },
-      spec.options.map(([value, text]) => h('option', { value, selected: value === spec.value }, text)));
+      options.map(([value, text]) => h('option', { value, selected: value === spec.value }, text)));
   } else {
     control = h('input', {
       id, name: spec.name, type: 'text', value: spec.value || '', placeholder: spec.placeholder,
@@ -68,4 +72,36 @@ export function windowFields(params) {
 export function windowCaption(w) {
   if (!w) return '';
   return `${w.since.replace('T', ' ').replace('Z', ' UTC')} to ${w.until.replace('T', ' ').replace('Z', ' UTC')}`;
+}
+
+// A paged list (findings, problems) reads its filters and cursor from the
+// hash and links its pages with the filters kept.
+
+// pagedQuery is the API query of a paged list: its filters, the cursor
+// (next) and the page size, 50 unless the hash says otherwise.
+export function pagedQuery(params, filters) {
+  const query = {};
+  for (const k of [...filters, 'next']) query[k] = params.get(k) || '';
+  if (!query.limit) query.limit = '50';
+  return query;
+}
+
+// activeFilters are the filters the hash sets.
+export function activeFilters(params, filters) {
+  const current = {};
+  for (const k of filters) if (params.get(k)) current[k] = params.get(k);
+  return current;
+}
+
+// limitField is the page size field of a paged list.
+export function limitField(value) {
+  return { name: 'limit', label: 'Per page', value, options: [['25', '25'], ['50', '50'], ['100', '100'], ['250', '250']] };
+}
+
+// pager links the first page (when the hash has a cursor) and the next one
+// (when the answer has one). text: {label, first, next}.
+export function pager(page, current, params, next, text) {
+  return h('nav', { class: 'pager', 'aria-label': text.label },
+    params.get('next') ? h('a', { href: hashFor(page, current) }, text.first) : null,
+    next ? h('a', { href: hashFor(page, { ...current, next }), rel: 'next' }, text.next) : null);
 }

@@ -4,7 +4,7 @@
 import { get } from './api.js';
 import { h } from './dom.js';
 import { filterForm, hashFor, windowCaption, windowFields } from './forms.js';
-import { KINDS, kindLabel, ms, number, pathNode, percent } from './format.js';
+import { KINDS, kindLabel, ms, number, pathNode, percent, stat } from './format.js';
 import { sortableTable } from './table.js';
 
 export async function renderPaths(route, signal) {
@@ -59,11 +59,10 @@ function findingsCell(r) {
 }
 
 function summaryList(s) {
-  const item = (label, value, cls) => h('div', { class: `stat ${cls || ''}` }, h('dt', null, label), h('dd', null, value));
   return h('dl', { class: 'summary', 'aria-label': 'Totals in the window' },
-    item('Requests', number(s.requests, 0)),
-    item('Within budget', number(s.within_budget, 0)),
-    item('Goodput', percent(s.goodput)),
-    item('Throughput', `${number(s.throughput_rps, 2)} req/s`),
-    item('Findings', number(Object.values(s.findings_by_kind || {}).reduce((a, b) => a + b, 0), 0)));
+    stat('Requests', number(s.requests, 0)),
+    stat('Within budget', number(s.within_budget, 0)),
+    stat('Goodput', percent(s.goodput)),
+    stat('Throughput', `${number(s.throughput_rps, 2)} req/s`),
+    stat('Findings', number(Object.values(s.findings_by_kind || {}).reduce((a, b) => a + b, 0), 0)));
 }

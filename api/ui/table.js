@@ -48,3 +48,21 @@ export function sortableTable(caption, columns, rows, sortIndex, descending = tr
   draw();
   return h('div', { class: 'table-wrap' }, table);
 }
+
+// openOnClick makes a whole table row open href, for the pointer; the link
+// inside the row stays the keyboard and screen reader way in. A click on a
+// control, or one that ends a text selection, is left alone.
+export function openOnClick(tr, href) {
+  tr.classList.add('clickable');
+  tr.addEventListener('click', (ev) => {
+    if (ev.target.closest('a, button, input, select, summary')) return;
+    if (window.getSelection && String(window.getSelection())) return; // selecting text
+    location.hash = href;
+  });
+}
+
+// headRow is a table's column headers: [label, numeric?, title?] each.
+export function headRow(columns) {
+  return h('thead', null, h('tr', null,
+    columns.map(([c, num, title]) => h('th', { scope: 'col', class: num ? 'num' : null, title }, c))));
+}

@@ -9,7 +9,7 @@
 import { ApiError, get } from './api.js';
 import { h, svg } from './dom.js';
 import { hashFor } from './forms.js';
-import { isInferred, kindLabel, ms, number, severityBadge, timingBadge } from './format.js';
+import { isInferred, kindLabel, ms, number, severityBadge, stat, timingBadge } from './format.js';
 
 const CANCELLED_EVENT = 'budget.cancelled';
 
@@ -121,17 +121,16 @@ function overview(tr) {
   const edgeInferred = roots.find((s) => inferredRemaining(s.budget) !== null);
   const orphaned = tr.spans.reduce((a, s) => a + (s.budget ? s.budget.orphaned_ms : 0), 0);
   const retries = tr.spans.filter((s) => s.budget && s.budget.attempt > 1).length;
-  const item = (label, value, cls) => h('div', { class: `stat ${cls || ''}` }, h('dt', null, label), h('dd', null, value));
   return h('dl', { class: 'summary', 'aria-label': 'This trace in numbers' },
-    item('Spans', number(tr.spans.length, 0)),
-    item('Services', `${services.length}: ${services.join(', ')}`, 'wide'),
-    item('Duration', ms(end)),
-    item('Edge budget', edge !== undefined ? ms(edge)
+    stat('Spans', number(tr.spans.length, 0)),
+    stat('Services', `${services.length}: ${services.join(', ')}`, 'wide'),
+    stat('Duration', ms(end)),
+    stat('Edge budget', edge !== undefined ? ms(edge)
       : edgeInferred ? [`≈ ${ms(edgeInferred.budget.inferred_remaining_ms)} `, timingBadge(edgeInferred.budget.inference_confidence)]
         : 'none recorded'),
-    item('Orphaned work', ms(orphaned), orphaned > 0 ? 'orphaned' : ''),
-    item('Retries', number(retries, 0)),
-    item('Findings', number(tr.findings.length, 0)));
+    stat('Orphaned work', ms(orphaned), orphaned > 0 ? 'orphaned' : ''),
+    stat('Retries', number(retries, 0)),
+    stat('Findings', number(tr.findings.length, 0)));
 }
 
 function findingsList(tr, selected) {

@@ -3,8 +3,8 @@
 // the browser loads exactly the files in this directory, and they read the
 // JSON API under api/v1/ relative to the page.
 //
-// The pages (findings, paths, edges, one trace's budget waterfall) are
-// rendered with DOM APIs only: data from spans never passes through an HTML
+// The pages (problems, one problem, the service map, findings, paths,
+// edges, one trace's budget waterfall) are rendered with DOM APIs only: data from spans never passes through an HTML
 // parser, so a span name cannot inject markup.
 package ui
 
