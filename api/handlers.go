@@ -177,22 +177,29 @@ func (s *Server) windowQuery(c *gin.Context) (store.Window, int, context.Context
 		s.writeError(c, err)
 		return store.Window{}, 0, nil, nil, false
 	}
-	w, err := s.window(c)
-	if err != nil {
-		s.writeError(c, err)
-		return w, 0, nil, nil, false
-	}
 	n, err := limit(c, min(100, s.cfg.MaxRows), s.cfg.MaxRows)
 	if err != nil {
 		s.writeError(c, err)
-		return w, 0, nil, nil, false
+		return store.Window{}, 0, nil, nil, false
+	}
+	w, ctx, cancel, ok := s.windowContext(c)
+	return w, n, ctx, cancel, ok
+}
+
+// windowContext reads since and until and derives the store context. On a
+// bad parameter it answers and returns false.
+func (s *Server) windowContext(c *gin.Context) (store.Window, context.Context, context.CancelFunc, bool) {
+	w, err := s.window(c)
+	if err != nil {
+		s.writeError(c, err)
+		return w, nil, nil, false
 	}
 	ctx, cancel, err := s.storeContext(c)
 	if err != nil {
 		s.writeError(c, err)
-		return w, 0, nil, nil, false
+		return w, nil, nil, false
 	}
-	return w, n, ctx, cancel, true
+	return w, ctx, cancel, true
 }
 
 // edgeJSON is one row of GET /edges.
@@ -431,14 +438,8 @@ func (s *Server) summary(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	w, err := s.window(c)
-	if err != nil {
-		s.writeError(c, err)
-		return
-	}
-	ctx, cancel, err := s.storeContext(c)
-	if err != nil {
-		s.writeError(c, err)
+	w, ctx, cancel, ok := s.windowContext(c)
+	if !ok {
 		return
 	}
 	defer cancel()

@@ -94,14 +94,8 @@ func (s *Server) problems(c *gin.Context) {
 			return
 		}
 	}
-	w, err := s.window(c)
-	if err != nil {
-		s.writeError(c, err)
-		return
-	}
-	ctx, cancel, err := s.storeContext(c)
-	if err != nil {
-		s.writeError(c, err)
+	w, ctx, cancel, ok := s.windowContext(c)
+	if !ok {
 		return
 	}
 	defer cancel()
@@ -142,14 +136,8 @@ func (s *Server) problem(c *gin.Context) {
 		return
 	}
 	id := c.Param("id")
-	w, err := s.window(c)
-	if err != nil {
-		s.writeError(c, err)
-		return
-	}
-	ctx, cancel, err := s.storeContext(c)
-	if err != nil {
-		s.writeError(c, err)
+	w, ctx, cancel, ok := s.windowContext(c)
+	if !ok {
 		return
 	}
 	defer cancel()

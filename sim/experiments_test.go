@@ -50,6 +50,7 @@ type pathRow struct {
 
 // finding is what the test reads of a finding.
 type finding struct {
+	ID            string             `json:"id"`
 	Kind          string             `json:"kind"`
 	TraceID       string             `json:"trace_id"`
 	Service       string             `json:"service"`
@@ -423,6 +424,10 @@ func startBudgetd(t *testing.T) *budgetd {
 	cfg.Analyze.Stream.Assembly.Idle = time.Hour
 	cfg.Analyze.Stream.Assembly.MaxWait = time.Hour
 	cfg.Analyze.Stream.EdgeFindingsEvery = time.Hour
+	// Every finding is kept in full: the experiments score each one against
+	// the ground truth. (By default a problem keeps 20 per interval and
+	// counts the rest; measure checks that the counts agree.)
+	cfg.Problems.ExamplesPerInterval = 1 << 30
 	a, err := app.Start(context.Background(), cfg, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() {
@@ -511,6 +516,24 @@ func (b *budgetd) measure(t *testing.T, tr *Truth) measured {
 			break
 		}
 	}
+	// The problems count every distinct finding, from the problem stats the
+	// analysis wrote beside them.
+	var probs struct {
+		Problems []struct {
+			Occurrences int `json:"occurrences"`
+		} `json:"problems"`
+	}
+	b.getJSON(t, "/api/v1/problems?limit=1000", &probs)
+	occurrences := 0
+	for _, p := range probs.Problems {
+		occurrences += p.Occurrences
+	}
+	distinct := map[string]bool{}
+	for _, f := range m.Findings {
+		distinct[f.ID] = true
+	}
+	require.Equal(t, len(distinct), occurrences, "the problems' occurrences are the distinct findings")
+
 	var edges struct{ Edges []edgeRow }
 	b.getJSON(t, "/api/v1/edges?limit=1000", &edges)
 	m.Edges = map[string]edgeRow{}

@@ -134,25 +134,28 @@ func (b *Builder) AddNoted(v Verdict, e Expect, note string) {
 		if !b.seenE[e] {
 			b.seenE[e] = true
 			b.t.Expected = append(b.t.Expected, e)
-			if note != "" {
-				if b.t.Notes == nil {
-					b.t.Notes = map[Expect]string{}
-				}
-				b.t.Notes[e] = note
-			}
+			b.note(e, note)
 		}
 	case Unsure:
 		if !b.seenA[e] {
 			b.seenA[e] = true
 			b.t.Ambiguous = append(b.t.Ambiguous, e)
 			if note != "" {
-				if b.t.Notes == nil {
-					b.t.Notes = map[Expect]string{}
-				}
-				b.t.Notes[e] = "ambiguous: " + note
+				b.note(e, "ambiguous: "+note)
 			}
 		}
 	}
+}
+
+// note keeps text as e's note, unless it is empty.
+func (b *Builder) note(e Expect, text string) {
+	if text == "" {
+		return
+	}
+	if b.t.Notes == nil {
+		b.t.Notes = map[Expect]string{}
+	}
+	b.t.Notes[e] = text
 }
 
 // Truth returns the Truth built; an Expect that is also Ambiguous (two
