@@ -184,8 +184,8 @@ func (b *Builder) Standard() *Builder {
 
 // GiveUp returns G for invocation i: the earliest instant a caller on its
 // chain stopped waiting (every call up to the edge, the edge's deadline, a
-// cancellation a handler on the chain observed), or the deadline its
-// message carried. A consumer of a message without a budget starts a new
+// cancellation a handler on the chain observed and recorded as an event —
+// not in a stripped run), or the deadline its message carried. A consumer of a message without a budget starts a new
 // chain that nobody waits for (DESIGN §5, asynchronous boundaries); so does
 // one whose budget was stripped from the spans, since then the trace cannot
 // show that the deadline crossed.
@@ -198,7 +198,11 @@ func (b *Builder) GiveUp(i int) (time.Time, bool) {
 		}
 	}
 	for inv := b.log.Invs[i]; ; {
-		earlier(inv.CancelAt)
+		if !b.t.Stripped {
+			// A hop that saw its request cancelled records a
+			// budget.cancelled event; stripped, the span shows none.
+			earlier(inv.CancelAt)
+		}
 		if inv.Call < 0 {
 			if inv.Edge || !b.t.Stripped {
 				earlier(inv.MsgDeadline)
