@@ -624,7 +624,9 @@ func TestTraceTruncated(t *testing.T) {
 		Truncated  bool              `json:"truncated"`
 		Truncation string            `json:"truncation"`
 	}
-	require.Equal(t, http.StatusOK, get(t, ts, "/api/v1/traces/"+id.String(), &body))
+	// Reading 32 MiB of span data takes seconds on a busy machine: the
+	// request allows the API's longest store deadline, not the 10 s default.
+	require.Equal(t, http.StatusOK, get(t, ts, "/api/v1/traces/"+id.String()+"?timeout=60s", &body))
 	require.True(t, body.Truncated)
 	require.Len(t, body.Spans, 15, "32 MiB hold 15 spans of about 2.1 MiB")
 	require.Equal(t, "showing the first 15 spans: the trace holds more than 20000 spans or 32 MiB of span data", body.Truncation)

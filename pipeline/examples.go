@@ -12,7 +12,8 @@ import (
 // (problems.trend_interval) at most problems.examples_per_interval trace
 // findings are written to the findings table; the rest are counted in the
 // problem's stats only (problems.StatsOf), so the findings table does not
-// grow with traffic. Edge findings are one per edge and always kept.
+// grow with traffic. Edge findings are one per edge and always kept, and so
+// are the findings of re-analysed traces (keep).
 //
 // The counts are this process's: each replica keeps its own examples, and
 // a restart starts the current interval's count again.
@@ -41,14 +42,16 @@ func newExamples(cfg problems.Config) *examples {
 }
 
 // keep returns the findings to store in full, in order, and how many it
-// left out.
-func (e *examples) keep(fs []schema.Finding) (kept []schema.Finding, dropped int) {
+// left out. The findings of a re-analysed trace (reanalysed, by trace id)
+// are all kept: reads show only a re-analysed trace's latest findings, so
+// they replace what its first analysis stored.
+func (e *examples) keep(fs []schema.Finding, reanalysed map[string]bool) (kept []schema.Finding, dropped int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	kept = fs[:0:0]
 	for i := range fs {
 		f := &fs[i]
-		if f.TraceID == "" {
+		if f.TraceID == "" || reanalysed[f.TraceID] {
 			kept = append(kept, *f)
 			continue
 		}

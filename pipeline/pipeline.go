@@ -255,7 +255,11 @@ func (p *Pipeline) process(ctx context.Context, flush bool) error {
 		fresh = append(fresh, added...)
 	}
 	stats := problems.StatsOf(fresh, p.interval)
-	findings, dropped := p.examples.keep(findings)
+	again := make(map[string]bool, len(reanalysed))
+	for _, id := range reanalysed {
+		again[id.String()] = true
+	}
+	findings, dropped := p.examples.keep(findings, again)
 	p.metrics.findingsCountedOnly.Add(float64(dropped))
 	// Re-opened traces are recorded before their new hops, so reads never
 	// see two analyses of a span without knowing to keep the latest.

@@ -515,10 +515,34 @@ func TestFindingsBoundedPerProblem(t *testing.T) {
 	}
 	require.Equal(t, 30*perTrace, occurrences)
 
-	// A retried span re-opens one trace: its findings are not counted again.
-	p.Spans(all[:1])
+	// A retried span re-opens one trace whose findings were not kept: they
+	// are stored now (reads show a re-analysed trace's latest findings
+	// only), and not counted again.
+	var dropped schema.TraceID
+	kept := map[string]bool{}
+	for _, f := range stored {
+		kept[f.TraceID] = true
+	}
+	for i := range all {
+		if !kept[all[i].TraceID.String()] {
+			dropped = all[i].TraceID
+			break
+		}
+	}
+	require.False(t, dropped.IsZero(), "some trace has no finding stored in full")
+	var again []schema.Span
+	for _, sp := range all {
+		if sp.TraceID == dropped {
+			again = append(again, sp)
+			break
+		}
+	}
+	p.Spans(again)
 	require.NoError(t, p.Flush(ctx))
 	require.EqualValues(t, 1, p.counters().Reopened)
+	mine, _, err := store.ReadFindings(ctx, s, store.FindingQuery{TraceID: dropped.String()}, 100)
+	require.NoError(t, err)
+	require.Len(t, mine, perTrace, "the re-analysed trace's findings are stored in full")
 	stats, err = s.ProblemStats(ctx, win)
 	require.NoError(t, err)
 	counted = 0
