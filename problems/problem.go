@@ -229,8 +229,15 @@ func Group(findings []schema.Finding, opt Options) []Problem {
 		}
 		out = append(out, p)
 	}
-	sort.Slice(out, func(a, b int) bool {
-		x, y := &out[a], &out[b]
+	SortByImpact(out)
+	return out
+}
+
+// SortByImpact orders problems as Group returns them: impact (largest
+// first), then severity (worst first), then id.
+func SortByImpact(ps []Problem) {
+	sort.Slice(ps, func(a, b int) bool {
+		x, y := &ps[a], &ps[b]
 		switch {
 		case x.Impact.Value != y.Impact.Value:
 			return x.Impact.Value > y.Impact.Value
@@ -239,7 +246,6 @@ func Group(findings []schema.Finding, opt Options) []Problem {
 		}
 		return x.ID < y.ID
 	})
-	return out
 }
 
 // occurrenceID identifies a finding. The analyzer always sets an id; a
@@ -467,6 +473,11 @@ func state(occ []*occurrence, now time.Time, quiet time.Duration) State {
 		seen = append(seen, o.seen...)
 	}
 	sort.Slice(seen, func(a, b int) bool { return seen[a].Before(seen[b]) })
+	return stateOf(seen, now, quiet)
+}
+
+// stateOf judges the lifecycle from sightings in time order (see state).
+func stateOf(seen []time.Time, now time.Time, quiet time.Duration) State {
 	if now.Sub(seen[len(seen)-1]) > quiet {
 		return StateResolved
 	}

@@ -137,3 +137,83 @@ func withStats(p *Problem, occ []*occurrence, stats []Stat, opt Options) {
 		p.Trend = append(p.Trend, Bucket{Start: time.Unix(0, s).UTC(), Count: counts[s]})
 	}
 }
+
+// FromStats builds the problems of stats alone, without their findings: the
+// counts, impact, trend, first and last seen, and state, as Group would
+// judge them with every finding at its interval. It is what watching needs
+// (budgetd's metrics and notifications), at the cost of reading one row per
+// problem and interval instead of every finding: severity, worst, examples,
+// share and suggestion are left empty. A problem was last seen when its
+// last interval ended (or now, if that is sooner), so states are judged to
+// within one interval (statsState).
+func FromStats(stats []Stat, opt Options) []Problem {
+	opt = opt.withDefaults(nil)
+	byID := map[string][]Stat{}
+	var ids []string
+	for _, s := range stats {
+		id := s.Key.ID()
+		if byID[id] == nil {
+			ids = append(ids, id)
+		}
+		byID[id] = append(byID[id], s)
+	}
+	if opt.Now.IsZero() {
+		for _, s := range stats {
+			if end := s.Interval.Add(opt.Interval); end.After(opt.Now) {
+				opt.Now = end
+			}
+		}
+	}
+	out := make([]Problem, 0, len(ids))
+	for _, id := range ids {
+		st := byID[id]
+		slices.SortFunc(st, func(a, b Stat) int { return a.Interval.Compare(b.Interval) })
+		k := st[0].Key
+		p := Problem{
+			ID: id, Kind: k.Kind, CallerService: k.CallerService, CallerOperation: k.CallerOperation,
+			CalleeService: k.CalleeService, CalleeOperation: k.CalleeOperation, Path: k.Path,
+			FirstSeen: st[0].Interval, Impact: Impact{Unit: ruleOf(k.Kind).unit},
+			Trend: []Bucket{}, Examples: []string{},
+		}
+		var requests uint64
+		impact := 0.0
+		for _, s := range st {
+			p.Occurrences += int(s.Findings)
+			requests += s.Requests
+			impact += s.Impact
+			p.Trend = append(p.Trend, Bucket{Start: s.Interval, Count: int(s.Findings)})
+		}
+		p.AffectedRequests = int(requests)
+		if ruleOf(k.Kind).perFinding == nil {
+			impact = float64(requests)
+		}
+		p.Impact.Value = roundImpact(impact)
+		last := st[len(st)-1].Interval.Add(opt.Interval)
+		if last.After(opt.Now) {
+			last = opt.Now
+		}
+		p.LastSeen = last
+		p.State = statsState(st, last, opt)
+		out = append(out, p)
+	}
+	SortByImpact(out)
+	return out
+}
+
+// statsState judges the lifecycle of a problem from its intervals, in time
+// order, last seen at last: resolved when last is more than the quiet
+// period before now; regressed when two of its intervals lie more than the
+// quiet period apart even if its findings came at the end of the earlier
+// one and the start of the later one (the least the silence can have
+// been); active otherwise.
+func statsState(st []Stat, last time.Time, opt Options) State {
+	if opt.Now.Sub(last) > opt.QuietPeriod {
+		return StateResolved
+	}
+	for i := 1; i < len(st); i++ {
+		if st[i].Interval.Sub(st[i-1].Interval.Add(opt.Interval)) > opt.QuietPeriod {
+			return StateRegressed
+		}
+	}
+	return StateActive
+}

@@ -31,7 +31,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, labels),
 		firstSeen: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "budgetd_problem_first_seen_timestamp_seconds",
-			Help: "When each problem of budgetd_problem_impact was first seen in the lookback (Unix seconds).",
+			Help: "When each problem of budgetd_problem_impact was first seen in the lookback (Unix seconds): the start of its first problems.trend_interval.",
 		}, labels),
 		regressed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "budgetd_problem_regressed",

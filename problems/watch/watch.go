@@ -1,9 +1,11 @@
 // Package watch evaluates problems periodically for metrics, alerts and
 // notifications (issue 17, alerting per problem).
 //
-// Every problems.watch.every the Watcher groups the findings detected in the
-// last problems.watch.lookback (package problems, the same grouping as
-// GET /api/v1/problems), exports the problems as Prometheus series of
+// Every problems.watch.every the Watcher builds the problems of the last
+// problems.watch.lookback from their stats (one row per problem and
+// interval: problems.FromStats) and the edge findings (the same problems as
+// GET /api/v1/problems, without the evidence a notification does not
+// need), exports the problems as Prometheus series of
 // bounded cardinality — the problems.watch.top active or regressed ones by
 // impact get series of their own, labelled kind, caller and callee service
 // only; the rest are summed into one series labelled "other" — and compares
@@ -28,6 +30,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/budgetd/budgetd/problems"
+	"github.com/budgetd/budgetd/schema"
 	"github.com/budgetd/budgetd/store"
 )
 
@@ -112,19 +115,13 @@ func (w *Watcher) Evaluate(ctx context.Context) error {
 	win := store.WindowOf(now.Add(-w.cfg.Watch.Lookback), now)
 	ctx, cancel := context.WithTimeout(ctx, w.cfg.Watch.Every)
 	defer cancel()
-	findings, truncated, err := store.ReadFindings(ctx, w.store, store.FindingQuery{Window: win}, w.cfg.MaxFindings)
-	if err != nil {
-		w.m.evaluations.WithLabelValues("error").Inc()
-		return err
-	}
-	stats, err := w.store.ProblemStats(ctx, store.FromIntervalStart(win, w.cfg.TrendInterval))
+	ps, truncated, err := w.problems(ctx, now, win)
 	if err != nil {
 		w.m.evaluations.WithLabelValues("error").Inc()
 		return err
 	}
 	w.m.evaluations.WithLabelValues("ok").Inc()
 	w.m.truncated.Set(boolGauge(truncated))
-	ps := problems.Group(findings, w.cfg.Options(now, nil, stats))
 	w.m.set(ps, w.cfg.Watch.Top)
 
 	cur := make(map[string]problems.State, len(ps))
@@ -138,12 +135,61 @@ func (w *Watcher) Evaluate(ctx context.Context) error {
 			w.m.transitions.WithLabelValues(string(e)).Inc()
 			w.log.Info("problem "+string(e), "problem", p.ID, "kind", p.Kind, "caller", p.CallerService, "callee", p.CalleeService)
 			if w.notify != nil {
-				w.notify.enqueue(notification{event: e, problem: *p, at: now})
+				w.notify.enqueue(notification{event: e, problem: w.detail(ctx, now, win, p), at: now})
 			}
 		}
 	}
 	w.prev = cur
 	return nil
+}
+
+// problems returns the problems of win, judged at now. Trace findings are
+// read as their stats (one row per problem and interval, however many
+// findings: problems.FromStats), edge findings (one per edge) as they are;
+// truncated says there were more edge findings than problems.max_findings.
+func (w *Watcher) problems(ctx context.Context, now time.Time, win store.Window) ([]problems.Problem, bool, error) {
+	stats, err := w.store.ProblemStats(ctx, store.FromIntervalStart(win, w.cfg.TrendInterval))
+	if err != nil {
+		return nil, false, err
+	}
+	edges, truncated, err := store.ReadFindings(ctx, w.store, store.FindingQuery{Kind: schema.KindLatencyInversion, Window: win}, w.cfg.MaxFindings)
+	if err != nil {
+		return nil, false, err
+	}
+	opt := w.cfg.Options(now, nil, nil)
+	ps := append(problems.FromStats(stats, opt), problems.Group(edges, opt)...)
+	problems.SortByImpact(ps)
+	return ps, truncated, nil
+}
+
+// detail returns p with the evidence its stats lack (severity, worst,
+// examples, suggestion), grouped from its findings in win; p itself when
+// they cannot be read. Notifications are rare, so each may read its
+// problem's findings.
+func (w *Watcher) detail(ctx context.Context, now time.Time, win store.Window, p *problems.Problem) problems.Problem {
+	if p.Kind == schema.KindLatencyInversion {
+		return *p // grouped from its findings already
+	}
+	fs, _, err := store.ReadFindings(ctx, w.store, store.FindingQuery{Kind: p.Kind, Service: p.CalleeService, Window: win}, w.cfg.MaxFindings)
+	if err != nil {
+		w.log.Warn("problem notification without its evidence", "problem", p.ID, "err", err)
+		return *p
+	}
+	mine := fs[:0]
+	for _, f := range fs {
+		if problems.Fingerprint(f).ID() == p.ID {
+			mine = append(mine, f)
+		}
+	}
+	for _, full := range problems.Group(mine, w.cfg.Options(now, nil, nil)) {
+		if full.ID == p.ID {
+			// The counts and state are the stats', which see every finding.
+			full.Occurrences, full.AffectedRequests, full.Impact = p.Occurrences, p.AffectedRequests, p.Impact
+			full.FirstSeen, full.LastSeen, full.Trend, full.State = p.FirstSeen, p.LastSeen, p.Trend, p.State
+			return full
+		}
+	}
+	return *p
 }
 
 // transition is the event between p's previous state (absent: never seen)

@@ -49,6 +49,15 @@ func openStore(t *testing.T) *chsql.Store {
 
 var t0 = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
 
+// write stores findings as the analysis does: in full, and counted in
+// their problems' stats.
+func write(t *testing.T, st *chsql.Store, token string, fs []schema.Finding) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, st.WriteFindings(ctx, token, fs))
+	require.NoError(t, st.WriteProblemStats(ctx, token, problems.StatsOf(fs, problems.DefaultConfig().TrendInterval)))
+}
+
 // finding is one finding of kind on the edge caller → callee, in trace n.
 func finding(kind schema.Kind, caller, callee string, n int, at time.Time, ev map[string]float64) schema.Finding {
 	trace := fmt.Sprintf("%032x", n)
@@ -106,6 +115,10 @@ func (r *receiver) events(t *testing.T, n int) []string {
 		}
 		require.NoError(t, json.Unmarshal(b, &note))
 		out = append(out, string(note.Event)+" "+string(note.Problem.Kind)+" "+note.Problem.CallerService+"→"+note.Problem.CalleeService)
+		// Built from the stats, the problem is sent with its evidence.
+		require.NotEmpty(t, note.Problem.Suggestion, "a notification carries the suggested fix")
+		require.Equal(t, schema.SeverityCritical, note.Problem.Severity)
+		require.NotEmpty(t, note.Problem.Examples)
 	}
 	r.bodies = nil
 	return out
@@ -132,7 +145,7 @@ func TestWatchNotifiesChanges(t *testing.T) {
 	orphan := func(n int, at time.Time) schema.Finding {
 		return finding(schema.KindOrphanedWork, "gateway", "order", n, at, map[string]float64{"orphaned_ms": 2000})
 	}
-	require.NoError(t, st.WriteFindings(ctx, "f1", []schema.Finding{orphan(1, t0.Add(-10*time.Minute))}))
+	write(t, st, "f1", []schema.Finding{orphan(1, t0.Add(-10*time.Minute))})
 
 	// The first evaluation is the baseline: nothing is notified.
 	require.NoError(t, w.Evaluate(ctx))
@@ -141,7 +154,7 @@ func TestWatchNotifiesChanges(t *testing.T) {
 
 	// A problem appears: new, sent after one refused try.
 	inv := finding(schema.KindTimeoutInversion, "order", "db", 2, t0.Add(time.Minute), map[string]float64{"timeout_ms": 900, "remaining_ms": 400})
-	require.NoError(t, st.WriteFindings(ctx, "f2", []schema.Finding{inv}))
+	write(t, st, "f2", []schema.Finding{inv})
 	now = t0.Add(2 * time.Minute)
 	require.NoError(t, w.Evaluate(ctx))
 	require.Equal(t, []string{"new timeout_inversion order→db"}, recv.events(t, 1))
@@ -155,7 +168,7 @@ func TestWatchNotifiesChanges(t *testing.T) {
 	require.Equal(t, 0, testutil.CollectAndCount(w.m.impact), "resolved problems have no series")
 
 	// The orphaned work comes back: regressed.
-	require.NoError(t, st.WriteFindings(ctx, "f3", []schema.Finding{orphan(3, now.Add(-time.Minute))}))
+	write(t, st, "f3", []schema.Finding{orphan(3, now.Add(-time.Minute))})
 	require.NoError(t, w.Evaluate(ctx))
 	require.Equal(t, []string{"regressed orphaned_work gateway→order"}, recv.events(t, 1))
 	require.Equal(t, 1.0, testutil.ToFloat64(w.m.regressed.WithLabelValues("orphaned_work", "gateway", "order")))
@@ -176,7 +189,7 @@ func TestWatchSeriesAreBounded(t *testing.T) {
 		// Impact 4, 3, 2, 1 orphaned seconds.
 		fs = append(fs, finding(schema.KindOrphanedWork, "gateway", callee, i, t0.Add(-time.Minute), map[string]float64{"orphaned_ms": float64(4-i) * 1000}))
 	}
-	require.NoError(t, st.WriteFindings(ctx, "f", fs))
+	write(t, st, "f", fs)
 	cfg := problems.DefaultConfig()
 	cfg.Watch.Top = 2
 	w, err := New(cfg, Settings{Store: st, Now: func() time.Time { return t0 }})
@@ -186,8 +199,8 @@ func TestWatchSeriesAreBounded(t *testing.T) {
 	require.Equal(t, 4.0, testutil.ToFloat64(w.m.impact.WithLabelValues("orphaned_work", "gateway", "a")))
 	require.Equal(t, 3.0, testutil.ToFloat64(w.m.impact.WithLabelValues("orphaned_work", "gateway", "b")))
 	require.Equal(t, 3.0, testutil.ToFloat64(w.m.impact.WithLabelValues(other, other, other)), "c and d summed")
-	require.Equal(t, float64(t0.Add(-time.Minute).Unix()),
-		testutil.ToFloat64(w.m.firstSeen.WithLabelValues("orphaned_work", "gateway", "a")))
+	require.Equal(t, float64(t0.Add(-time.Minute).Truncate(cfg.TrendInterval).Unix()),
+		testutil.ToFloat64(w.m.firstSeen.WithLabelValues("orphaned_work", "gateway", "a")), "the start of its first interval")
 }
 
 func TestWebhookQueueIsBounded(t *testing.T) {
