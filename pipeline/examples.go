@@ -28,7 +28,7 @@ type examples struct {
 }
 
 type exampleKey struct {
-	problem string
+	problem problems.Key // the fingerprint, not its hash: no hashing per finding
 	start   int64
 }
 
@@ -57,7 +57,7 @@ func (e *examples) keep(fs []schema.Finding, reanalysed map[string]bool) (kept [
 		}
 		start := f.DetectedAt.UnixNano() - f.DetectedAt.UnixNano()%int64(e.interval)
 		e.forget(start)
-		k := exampleKey{problems.Fingerprint(*f).ID(), start}
+		k := exampleKey{problems.Fingerprint(*f), start}
 		n, tracked := e.kept[k]
 		switch {
 		case !tracked && len(e.kept) >= maxExampleKeys:

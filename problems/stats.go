@@ -3,6 +3,7 @@ package problems
 import (
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/budgetd/budgetd/schema"
@@ -27,8 +28,10 @@ type Stat struct {
 // trace findings are counted: an edge finding (no trace) is one per edge
 // and is always kept whole. Each finding id counts once.
 func StatsOf(findings []schema.Finding, interval time.Duration) []Stat {
+	// Grouped by the fingerprint itself: its hash (Key.ID) is left to
+	// whoever needs it, once per stat, not per finding.
 	type key struct {
-		id    string
+		k     Key
 		start int64
 	}
 	type acc struct {
@@ -44,10 +47,10 @@ func StatsOf(findings []schema.Finding, interval time.Duration) []Stat {
 		}
 		k := Fingerprint(*f)
 		start := bucketStart(f.DetectedAt, interval)
-		a := accs[key{k.ID(), start}]
+		a := accs[key{k, start}]
 		if a == nil {
 			a = &acc{stat: Stat{Key: k, Interval: time.Unix(0, start).UTC()}, ids: map[string]bool{}, traces: map[string]bool{}}
-			accs[key{k.ID(), start}] = a
+			accs[key{k, start}] = a
 		}
 		id := occurrenceID(f)
 		if a.ids[id] {
@@ -59,28 +62,32 @@ func StatsOf(findings []schema.Finding, interval time.Duration) []Stat {
 			a.stat.Impact += r.perFinding(f.Evidence)
 		}
 	}
-	keys := slices.SortedFunc(maps.Keys(accs), func(a, b key) int {
-		switch {
-		case a.id != b.id:
-			if a.id < b.id {
-				return -1
-			}
-			return 1
-		case a.start != b.start:
-			if a.start < b.start {
-				return -1
-			}
-			return 1
-		}
-		return 0
-	})
-	out := make([]Stat, 0, len(keys))
-	for _, k := range keys {
-		a := accs[k]
+	out := make([]Stat, 0, len(accs))
+	for _, a := range accs {
 		a.stat.Findings, a.stat.Requests = uint64(len(a.ids)), uint64(len(a.traces))
 		out = append(out, a.stat)
 	}
+	// A fixed order, so one batch always renders the same rows.
+	slices.SortFunc(out, func(a, b Stat) int {
+		if c := a.Key.compare(b.Key); c != 0 {
+			return c
+		}
+		return a.Interval.Compare(b.Interval)
+	})
 	return out
+}
+
+// compare orders keys field by field.
+func (k Key) compare(o Key) int {
+	for _, c := range [][2]string{
+		{string(k.Kind), string(o.Kind)}, {k.CallerService, o.CallerService}, {k.CallerOperation, o.CallerOperation},
+		{k.CalleeService, o.CalleeService}, {k.CalleeOperation, o.CalleeOperation}, {k.Path, o.Path},
+	} {
+		if r := strings.Compare(c[0], c[1]); r != 0 {
+			return r
+		}
+	}
+	return 0
 }
 
 // withStats replaces p's counts with the stats of its problem (sorted by

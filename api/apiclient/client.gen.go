@@ -391,11 +391,11 @@ type Problem struct {
 	// Share Affected requests over the requests of the paths its findings lie on.
 	Share nullable.Nullable[float64] `json:"share,omitempty"`
 
-	// State Resolved when unseen for api.problems.quiet_period; regressed when seen again after such a silence.
+	// State Resolved when unseen for problems.quiet_period; regressed when seen again after such a silence.
 	State      *ProblemState `json:"state,omitempty"`
 	Suggestion *string       `json:"suggestion,omitempty"`
 
-	// Trend Occurrences per api.problems.trend_interval, by first detection; empty intervals left out.
+	// Trend Occurrences per problems.trend_interval, by first detection; empty intervals left out.
 	Trend *[]struct {
 		Count *int       `json:"count,omitempty"`
 		Start *time.Time `json:"start,omitempty"`
@@ -413,7 +413,7 @@ type ProblemImpactUnit string
 // ProblemSeverity The worst of its findings.
 type ProblemSeverity string
 
-// ProblemState Resolved when unseen for api.problems.quiet_period; regressed when seen again after such a silence.
+// ProblemState Resolved when unseen for problems.quiet_period; regressed when seen again after such a silence.
 type ProblemState string
 
 // Span defines model for Span.
@@ -811,7 +811,7 @@ type ClientInterface interface {
 
 	// ListProblems Problems (findings grouped by kind and edge), ranked by impact, with paging.
 	//
-	// Grouped from the findings detected in the window when asked for (docs/problems.md); a finding written again with the same id counts once. At most api.problems.max_findings findings are grouped, the newest; `truncated` says the window held more.
+	// Grouped from the findings detected in the window when asked for, with the counts of the problem_stats table, which counts the findings not kept in full (docs/problems.md); a finding written again with the same id counts once. At most problems.max_findings findings are grouped, the newest; `truncated` says the window held more.
 	//
 	// Corresponds with GET /api/v1/problems (the `ListProblems` operationId).
 	ListProblems(ctx context.Context, params *ListProblemsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -909,7 +909,7 @@ func (c *Client) ListPaths(ctx context.Context, params *ListPathsParams, reqEdit
 
 // ListProblems Problems (findings grouped by kind and edge), ranked by impact, with paging.
 //
-// Grouped from the findings detected in the window when asked for (docs/problems.md); a finding written again with the same id counts once. At most api.problems.max_findings findings are grouped, the newest; `truncated` says the window held more.
+// Grouped from the findings detected in the window when asked for, with the counts of the problem_stats table, which counts the findings not kept in full (docs/problems.md); a finding written again with the same id counts once. At most problems.max_findings findings are grouped, the newest; `truncated` says the window held more.
 //
 // Corresponds with GET /api/v1/problems (the `ListProblems` operationId).
 func (c *Client) ListProblems(ctx context.Context, params *ListProblemsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1912,7 +1912,7 @@ type ClientWithResponsesInterface interface {
 
 	// ListProblemsWithResponse Problems (findings grouped by kind and edge), ranked by impact, with paging.
 	//
-	// Grouped from the findings detected in the window when asked for (docs/problems.md); a finding written again with the same id counts once. At most api.problems.max_findings findings are grouped, the newest; `truncated` says the window held more.
+	// Grouped from the findings detected in the window when asked for, with the counts of the problem_stats table, which counts the findings not kept in full (docs/problems.md); a finding written again with the same id counts once. At most problems.max_findings findings are grouped, the newest; `truncated` says the window held more.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -2255,7 +2255,7 @@ type ListProblemsResponse struct {
 		Next     *string   `json:"next,omitempty"`
 		Problems []Problem `json:"problems"`
 
-		// Truncated The window held more findings than api.problems.max_findings; the problems are of the newest.
+		// Truncated The window held more findings than problems.max_findings; the problems are of the newest.
 		Truncated *bool   `json:"truncated,omitempty"`
 		Window    *Window `json:"window,omitempty"`
 	}
@@ -2275,7 +2275,7 @@ func (r ListProblemsResponse) GetJSON200() *struct {
 	Next     *string   `json:"next,omitempty"`
 	Problems []Problem `json:"problems"`
 
-	// Truncated The window held more findings than api.problems.max_findings; the problems are of the newest.
+	// Truncated The window held more findings than problems.max_findings; the problems are of the newest.
 	Truncated *bool   `json:"truncated,omitempty"`
 	Window    *Window `json:"window,omitempty"`
 } {
@@ -2803,7 +2803,7 @@ func (c *ClientWithResponses) ListPathsWithResponse(ctx context.Context, params 
 
 // ListProblemsWithResponse Problems (findings grouped by kind and edge), ranked by impact, with paging.
 //
-// Grouped from the findings detected in the window when asked for (docs/problems.md); a finding written again with the same id counts once. At most api.problems.max_findings findings are grouped, the newest; `truncated` says the window held more.
+// Grouped from the findings detected in the window when asked for, with the counts of the problem_stats table, which counts the findings not kept in full (docs/problems.md); a finding written again with the same id counts once. At most problems.max_findings findings are grouped, the newest; `truncated` says the window held more.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -3127,7 +3127,7 @@ func ParseListProblemsResponse(rsp *http.Response) (*ListProblemsResponse, error
 			Next     *string   `json:"next,omitempty"`
 			Problems []Problem `json:"problems"`
 
-			// Truncated The window held more findings than api.problems.max_findings; the problems are of the newest.
+			// Truncated The window held more findings than problems.max_findings; the problems are of the newest.
 			Truncated *bool   `json:"truncated,omitempty"`
 			Window    *Window `json:"window,omitempty"`
 		}
