@@ -278,6 +278,23 @@ func TestBatcherQueue(t *testing.T) {
 	require.Equal(t, uint64(45), countRows(t, st))
 }
 
+// commitBehindGate commits two requests of 10 spans: the first is held in
+// the gated store write, the second waits in the queue behind it. Their
+// results arrive on the returned channel.
+func commitBehindGate(t *testing.T, b *Batcher, gate *gatedWriter) <-chan error {
+	t.Helper()
+	errs := make(chan error, 2)
+	go func() { errs <- b.Commit(commitCtx(t), spansOf(t, 1, 10)) }()
+	<-gate.entered
+	go func() { errs <- b.Commit(commitCtx(t), spansOf(t, 2, 10)) }()
+	waitFor(t, "the request to queue", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.queue) == 1
+	})
+	return errs
+}
+
 // TestBatcherShutdown checks that Shutdown writes what is queued, refuses
 // new spans, and with an expired context stops the write in progress.
 func TestBatcherShutdown(t *testing.T) {
@@ -286,15 +303,7 @@ func TestBatcherShutdown(t *testing.T) {
 		gate := newGatedWriter(st)
 		b, err := NewBatcher(batchConfig(t), Settings{Store: gate})
 		require.NoError(t, err)
-		errs := make(chan error, 2)
-		go func() { errs <- b.Commit(commitCtx(t), spansOf(t, 1, 10)) }()
-		<-gate.entered
-		go func() { errs <- b.Commit(commitCtx(t), spansOf(t, 2, 10)) }()
-		waitFor(t, "the request to queue", func() bool {
-			b.mu.Lock()
-			defer b.mu.Unlock()
-			return len(b.queue) == 1
-		})
+		errs := commitBehindGate(t, b, gate)
 		done := make(chan error, 1)
 		go func() { done <- b.Shutdown(commitCtx(t)) }()
 		waitFor(t, "shutdown to begin", func() bool {
@@ -315,15 +324,7 @@ func TestBatcherShutdown(t *testing.T) {
 		gate := newGatedWriter(st) // never released
 		b, err := NewBatcher(batchConfig(t), Settings{Store: gate})
 		require.NoError(t, err)
-		errs := make(chan error, 2)
-		go func() { errs <- b.Commit(commitCtx(t), spansOf(t, 1, 10)) }()
-		<-gate.entered
-		go func() { errs <- b.Commit(commitCtx(t), spansOf(t, 2, 10)) }()
-		waitFor(t, "the request to queue", func() bool {
-			b.mu.Lock()
-			defer b.mu.Unlock()
-			return len(b.queue) == 1
-		})
+		errs := commitBehindGate(t, b, gate)
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
 		require.ErrorIs(t, b.Shutdown(ctx), context.DeadlineExceeded)

@@ -195,6 +195,23 @@ func (r *budgetReader) attr(k budgetKey) (schema.Attr, bool) {
 	return schema.Attr{}, false
 }
 
+// text returns attribute k's value when it is a non-empty string; any
+// other value of k is recorded as invalid.
+func (r *budgetReader) text(k budgetKey) (string, bool) {
+	a, ok := r.attr(k)
+	switch {
+	case !ok:
+		return "", false
+	case a.Type != schema.AttrString:
+		r.invalid(a.Key, reasonWrongType)
+		return "", false
+	case a.Value == "":
+		r.invalid(a.Key, reasonEmpty)
+		return "", false
+	}
+	return a.Value, true
+}
+
 func (r *budgetReader) invalid(key, reason string) {
 	r.f.Invalid = append(r.f.Invalid, InvalidValue{Key: key, Reason: reason})
 }
@@ -467,15 +484,8 @@ const (
 // out reading the body.
 func (r *budgetReader) readTimedOut() {
 	v := verdictNone
-	if a, ok := r.attr(keyErrorType); ok {
-		switch {
-		case a.Type != schema.AttrString:
-			r.invalid(a.Key, reasonWrongType)
-		case a.Value == "":
-			r.invalid(a.Key, reasonEmpty)
-		default:
-			v = nameVerdict(a.Value)
-		}
+	if name, ok := r.text(keyErrorType); ok {
+		v = nameVerdict(name)
 	}
 	rpc := false // the span carries a usable RPC status
 	if a, ok := r.attr(keyGRPCStatus); ok {
@@ -484,16 +494,9 @@ func (r *budgetReader) readTimedOut() {
 			v = max(v, grpcCodeVerdict(code))
 		}
 	}
-	if a, ok := r.attr(keyRPCStatus); ok {
-		switch {
-		case a.Type != schema.AttrString:
-			r.invalid(a.Key, reasonWrongType)
-		case a.Value == "":
-			r.invalid(a.Key, reasonEmpty)
-		default:
-			rpc = true
-			v = max(v, r.rpcStatusVerdict(a.Value))
-		}
+	if code, ok := r.text(keyRPCStatus); ok {
+		rpc = true
+		v = max(v, r.rpcStatusVerdict(code))
 	}
 	v = max(v, r.httpVerdict())
 	if r.span.StatusCode == schema.StatusError && !rpc {
