@@ -333,14 +333,14 @@ type FindingSeverity string
 // Kind defines model for Kind.
 type Kind string
 
-// KindCounts One key per finding kind, zeros included. Counts are of distinct findings (by id) detected in the window, as /api/v1/findings lists each id once: a finding stored more than once (an edge's latency_inversion written again as its evidence changes, a trace analysed again after late spans) counts once.
+// KindCounts One key per finding kind, zeros included. Counts are of distinct findings (by id) detected in the window, as /api/v1/findings lists each id once: a finding stored more than once (an edge's latency_inversion written again as its evidence changes, a trace analysed again after late spans) counts once. They count the findings stored in full, which problems.examples_per_interval bounds per problem and interval; /api/v1/problems counts every finding.
 type KindCounts map[string]int
 
 // Path defines model for Path.
 type Path struct {
 	ErrorRate *float64 `json:"error_rate,omitempty"`
 
-	// FindingsByKind One key per finding kind, zeros included. Counts are of distinct findings (by id) detected in the window, as /api/v1/findings lists each id once: a finding stored more than once (an edge's latency_inversion written again as its evidence changes, a trace analysed again after late spans) counts once.
+	// FindingsByKind One key per finding kind, zeros included. Counts are of distinct findings (by id) detected in the window, as /api/v1/findings lists each id once: a finding stored more than once (an edge's latency_inversion written again as its evidence changes, a trace analysed again after late spans) counts once. They count the findings stored in full, which problems.examples_per_interval bounds per problem and interval; /api/v1/problems counts every finding.
 	FindingsByKind *KindCounts `json:"findings_by_kind,omitempty"`
 
 	// Goodput Requests answered without error within their budget ÷ all requests.
@@ -487,7 +487,7 @@ type Status struct {
 
 // Summary defines model for Summary.
 type Summary struct {
-	// FindingsByKind One key per finding kind, zeros included. Counts are of distinct findings (by id) detected in the window, as /api/v1/findings lists each id once: a finding stored more than once (an edge's latency_inversion written again as its evidence changes, a trace analysed again after late spans) counts once.
+	// FindingsByKind One key per finding kind, zeros included. Counts are of distinct findings (by id) detected in the window, as /api/v1/findings lists each id once: a finding stored more than once (an edge's latency_inversion written again as its evidence changes, a trace analysed again after late spans) counts once. They count the findings stored in full, which problems.examples_per_interval bounds per problem and interval; /api/v1/problems counts every finding.
 	FindingsByKind *KindCounts `json:"findings_by_kind,omitempty"`
 	Goodput        *float64    `json:"goodput,omitempty"`
 	GoodputRps     *float64    `json:"goodput_rps,omitempty"`
