@@ -327,6 +327,11 @@ func (b *Builder) Inversions(recorded bool) {
 		}
 		over := c.OwnTimeout - d.Sub(c.Start)
 		v := JudgeExact(over)
+		if c.Start.Add(c.OwnTimeout).Equal(d) {
+			// The timer is the deadline itself (the edge's call, timed by
+			// the budget it sets): one clock, no inversion.
+			v = No
+		}
 		if v == Yes && !recorded && (fires[[2]string{c.Caller, c.Callee}] < MinSamples || !b.deadlineObservable(c, fires) ||
 			over < c.OwnTimeout/100) {
 			// budgetd estimates both the timeout and the deadline from

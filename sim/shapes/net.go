@@ -263,19 +263,11 @@ type callOpts struct {
 func (n *network) grpcCall(ctx context.Context, cc *grpc.ClientConn, caller, callee string, o callOpts) error {
 	ctx, cancel, own := bound(ctx, o)
 	defer cancel()
-	id := n.rec.startCall(ctx, caller, callee, ownTimeout(ctx, o))
+	id := n.rec.startCall(ctx, caller, callee, o.timeout, o.edge)
 	ctx = metadata.AppendToOutgoingContext(ctx, headerCall, strconv.Itoa(id), headerReq, strconv.Itoa(reqOf(ctx)))
 	err := cc.Invoke(ctx, grpcMethod(callee), wrapperspb.String("req"), new(wrapperspb.StringValue))
 	n.rec.endCall(id, ctx.Err(), own(ctx, status.Code(err) == codes.DeadlineExceeded))
 	return err
-}
-
-// ownTimeout is the timeout of a call's own timer for the truth.
-func ownTimeout(ctx context.Context, o callOpts) time.Duration {
-	if dl, ok := ctx.Deadline(); ok && o.edge {
-		return time.Until(dl)
-	}
-	return o.timeout
 }
 
 // bound applies o to ctx. own reports, once the call ended, whether the
@@ -438,11 +430,11 @@ func (n *network) httpClient(tp *sdktrace.TracerProvider, lib *budget.Transport)
 func (n *network) httpCall(ctx context.Context, c *http.Client, caller, callee string, o callOpts) (int, error) {
 	ctx, cancel, own := bound(ctx, o)
 	defer cancel()
-	ot := ownTimeout(ctx, o)
+	ot := o.timeout
 	if o.proxyTimeout > 0 {
 		ot = o.proxyTimeout
 	}
-	id := n.rec.startCall(ctx, caller, callee, ot)
+	id := n.rec.startCall(ctx, caller, callee, ot, o.edge)
 	host := callee
 	if o.via != "" {
 		host = o.via

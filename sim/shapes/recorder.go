@@ -35,16 +35,22 @@ func traceOf(ctx context.Context) string {
 
 // startCall records the start of a call from the invocation in ctx (or the
 // edge) to callee, and returns its id.
-func (r *recorder) startCall(ctx context.Context, caller, callee string, ownTimeout time.Duration) int {
+func (r *recorder) startCall(ctx context.Context, caller, callee string, ownTimeout time.Duration, edge bool) int {
 	parent := -1
 	if p, ok := ctx.Value(invKey{}).(int); ok {
 		parent = p
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	start := time.Now()
+	if dl, ok := ctx.Deadline(); ok && edge {
+		// The edge's call is timed by the deadline itself: measured from
+		// the same instant as its start, the two are one clock.
+		ownTimeout = dl.Sub(start)
+	}
 	r.log.Calls = append(r.log.Calls, &groundtruth.Call{
 		Trace: traceOf(ctx), Caller: caller, Callee: callee, Parent: parent,
-		Start: time.Now(), OwnTimeout: ownTimeout, Logical: -1,
+		Start: start, OwnTimeout: ownTimeout, Logical: -1,
 	})
 	return len(r.log.Calls) - 1
 }
