@@ -3,9 +3,13 @@ package crashtest
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -81,6 +85,96 @@ func TestHostileRequestMemory(t *testing.T) {
 	t.Logf("peak RSS: %.0f MiB taking the requests, %.0f MiB replaying and storing them", float64(first)/(1<<20), float64(second)/(1<<20))
 	require.Less(t, first, int64(memoryBound))
 	require.Less(t, second, int64(memoryBound))
+}
+
+// TestDecodedRequestMemory sends, at once, 16 requests of 1,000 spans
+// with 1,000 empty attributes each (8.9 MB of protobuf, 96 KB gzipped),
+// the smallest attributes there are: each decodes to about ten times its
+// size. The in-flight budget charged wire bytes, so 14 of them were
+// decoded at once: peak RSS 2.47 GB. It now charges what a request takes
+// decoded, so budgetd refuses the rest with 503 until there is room; the
+// senders retry after Retry-After, as OTLP exporters do, every span is
+// stored, and the peak stays under memoryBound.
+func TestDecodedRequestMemory(t *testing.T) {
+	bin := buildBudgetd(t)
+	b := newBudgetd(t, bin, budgetdOptions{})
+	b.start(t)
+
+	const requests, spans, attrs = 16, 1000, 1000
+	now := time.Now()
+	bodies := make([][]byte, requests)
+	for r := range bodies {
+		td := ptrace.NewTraces()
+		rs := td.ResourceSpans().AppendEmpty()
+		rs.Resource().Attributes().PutStr("service.name", "attributes")
+		ss := rs.ScopeSpans().AppendEmpty().Spans()
+		for i := range spans {
+			sp := ss.AppendEmpty()
+			sp.SetTraceID(pcommon.TraceID{0xdd, byte(r), byte(i >> 8), byte(i), 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16})
+			sp.SetSpanID(pcommon.SpanID{0xdd, byte(r), byte(i >> 8), byte(i), 5, 6, 7, 8})
+			sp.SetStartTimestamp(pcommon.NewTimestampFromTime(now))
+			sp.SetEndTimestamp(pcommon.NewTimestampFromTime(now.Add(time.Millisecond)))
+			for a := range attrs {
+				sp.Attributes().PutEmpty(strconv.Itoa(a))
+			}
+		}
+		raw, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
+		require.NoError(t, err)
+		var z bytes.Buffer
+		w := gzip.NewWriter(&z)
+		_, err = w.Write(raw)
+		require.NoError(t, err)
+		require.NoError(t, w.Close())
+		bodies[r] = z.Bytes()
+	}
+
+	var refused atomic.Int64
+	errs := make(chan error, requests)
+	for _, body := range bodies {
+		go func() { errs <- sendRetrying(b.http, body, &refused) }()
+	}
+	for range requests {
+		require.NoError(t, <-errs)
+	}
+	waitUntil(t, "the spans stored", 2*time.Minute, b.proc, func() bool {
+		return metric(t, b.api, "budgetd_wal_stored_spans_total") >= requests*spans
+	})
+	b.proc.stop(t, time.Minute)
+	peak := peakRSS(b.proc)
+	t.Logf("peak RSS %.0f MiB; %d answers were 503 (retried)", float64(peak)/(1<<20), refused.Load())
+	require.Less(t, peak, int64(memoryBound))
+}
+
+// sendRetrying posts a gzipped OTLP/HTTP body until it is acknowledged,
+// waiting the Retry-After of every 503 as an OTLP exporter does.
+func sendRetrying(addr string, body []byte, refused *atomic.Int64) error {
+	for {
+		req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/traces", bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/x-protobuf")
+		req.Header.Set("Content-Encoding", "gzip")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		switch resp.StatusCode {
+		case http.StatusOK:
+			return nil
+		case http.StatusServiceUnavailable:
+			refused.Add(1)
+			wait, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+			if err != nil {
+				return fmt.Errorf("503 without a Retry-After: %w", err)
+			}
+			time.Sleep(time.Duration(wait) * time.Second) // the exporter's wait, not a condition
+		default:
+			return fmt.Errorf("answered %s", resp.Status)
+		}
+	}
 }
 
 // metric reads one unlabelled sample from budgetd's /metrics (0 when absent).

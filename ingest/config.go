@@ -34,12 +34,14 @@ type Config struct {
 	// UNAVAILABLE at once. A slot is taken once the request is read;
 	// MaxInFlightBytes bounds the bytes of both transports together.
 	MaxConcurrentRequests int `yaml:"max_concurrent_requests"`
-	// MaxInFlightBytes bounds the request bytes held at once over both
+	// MaxInFlightBytes bounds the request memory held at once over both
 	// transports — HTTP bodies as they arrive (reserved 256 KiB at a time,
-	// so a slow sender holds what it sent) and decompressed requests while
-	// they are decoded, converted and committed. Beyond it requests are
-	// answered 503 / UNAVAILABLE. Decoded requests take several times
-	// their bytes (up to about ten for attribute-heavy ones).
+	// so a slow sender holds what it sent), then each request while it is
+	// decoded, converted and committed, charged for what it takes decoded:
+	// estimated from the protobuf before decoding it, about 5 times its
+	// bytes for realistic spans and up to 16 for attribute-heavy ones
+	// (decodedsize.go). Beyond it requests are answered 503 / UNAVAILABLE;
+	// one request larger than the whole budget is taken alone.
 	MaxInFlightBytes int64 `yaml:"max_in_flight_bytes"`
 	// RetryAfter is the delay a refused sender is told to wait (HTTP
 	// Retry-After, gRPC RetryInfo) when the queue is full or the store is
@@ -67,6 +69,11 @@ type GRPCConfig struct {
 	// ConnectionTimeout bounds a new connection's HTTP/2 handshake, so a
 	// client that connects and says nothing does not hold a connection.
 	ConnectionTimeout time.Duration `yaml:"connection_timeout"`
+	// ReceiveTimeout bounds receiving one request's message, from the
+	// stream's start, so a sender trickling its message cannot hold a
+	// stream and the bytes it sent (the counterpart of
+	// ingest.http.read_timeout).
+	ReceiveTimeout time.Duration `yaml:"receive_timeout"`
 	// MaxConnectionAge closes a connection this long after it opened
 	// (after a grace for its requests in flight): nothing a sender
 	// trickles is held longer.
@@ -108,6 +115,7 @@ func DefaultConfig() Config {
 			MaxRecvMsgBytes:      DefaultGRPCMaxRecvMsgBytes,
 			MaxConcurrentStreams: 100,
 			ConnectionTimeout:    10 * time.Second,
+			ReceiveTimeout:       30 * time.Second,
 			MaxConnectionAge:     10 * time.Minute,
 		},
 		HTTP: HTTPConfig{
@@ -156,6 +164,7 @@ func (c Config) Validate() error {
 		key string
 		v   time.Duration
 	}{
+		{"ingest.grpc.receive_timeout", c.GRPC.ReceiveTimeout},
 		{"ingest.http.read_header_timeout", c.HTTP.ReadHeaderTimeout},
 		{"ingest.http.read_timeout", c.HTTP.ReadTimeout},
 		{"ingest.http.write_timeout", c.HTTP.WriteTimeout},

@@ -95,11 +95,15 @@ func (s *Server) exportGRPCRequest(ctx context.Context, dec func(any) error) (*r
 	if s.tokens != nil && !s.tokens.Check(authorization(ctx)) {
 		return nil, outcomeUnauthenticated, s.grpcError(fail(outcomeUnauthenticated, security.ErrUnauthenticated))
 	}
-	// gRPC has received the whole message before this handler runs, so
-	// a slow sender holds a stream (ingest.grpc.max_concurrent_streams per
-	// connection, ingest.grpc.max_connection_age) but no slot.
-	var in rawMessage
-	if err := dec(&in); err != nil {
+	// The message is received before a slot is taken, so a slow sender
+	// holds a stream (ingest.grpc.max_concurrent_streams per connection)
+	// but no slot, and for at most ingest.grpc.receive_timeout.
+	in, err := s.receive(dec)
+	if errors.Is(err, errReceiveTimeout) {
+		s.m.receiveTimeouts.WithLabelValues(transportGRPC).Inc()
+		return nil, outcomeCanceled, status.Error(codes.DeadlineExceeded, err.Error())
+	}
+	if err != nil {
 		// gRPC read the message: RESOURCE_EXHAUSTED is its size limit;
 		// CANCELED and DEADLINE_EXCEEDED mean the sender left; anything
 		// else (INTERNAL) is data it could not decompress.
@@ -115,11 +119,12 @@ func (s *Server) exportGRPCRequest(ctx context.Context, dec func(any) error) (*r
 	}
 	data := in.bytes()
 	s.m.requestBytes.WithLabelValues(transportGRPC, "decoded").Add(float64(len(data)))
-	if !s.inflight.tryAcquire(int64(len(data))) {
+	charge := s.inflight.clamp(decodedSize(data))
+	if !s.inflight.tryAcquire(charge) {
 		in.free()
 		return nil, outcomeOverloaded, s.grpcError(fail(outcomeOverloaded, errBudgetFull))
 	}
-	defer s.inflight.release(int64(len(data)))
+	defer s.inflight.release(charge)
 	if !s.acquire(s.grpcSlots) {
 		in.free()
 		return nil, outcomeOverloaded, s.grpcError(fail(outcomeOverloaded, errors.New("too many concurrent requests")))
@@ -130,7 +135,7 @@ func (s *Server) exportGRPCRequest(ctx context.Context, dec func(any) error) (*r
 		return nil, outcomeOverloaded, s.grpcError(err)
 	}
 	req := ptraceotlp.NewExportRequest()
-	err := req.UnmarshalProto(data)
+	err = req.UnmarshalProto(data)
 	// pdata copies what it keeps, so gRPC's buffer can go back now.
 	in.free()
 	if err != nil {
@@ -146,6 +151,34 @@ func (s *Server) exportGRPCRequest(ctx context.Context, dec func(any) error) (*r
 		return nil, o, status.Error(codes.Internal, "encode response: "+err.Error())
 	}
 	return &rawMessage{data: out}, o, nil
+}
+
+// errReceiveTimeout is a request whose message did not arrive within
+// ingest.grpc.receive_timeout.
+var errReceiveTimeout = errors.New("the request's message did not arrive within ingest.grpc.receive_timeout")
+
+// receive reads the request's message, giving up after
+// ingest.grpc.receive_timeout: grpc-go runs the handler before the message
+// has arrived and sets no deadline of its own on receiving it. Giving up
+// ends the stream, which ends the read still running (its buffer is freed
+// when it returns).
+func (s *Server) receive(dec func(any) error) (*rawMessage, error) {
+	in := new(rawMessage)
+	done := make(chan error, 1)
+	go func() { done <- dec(in) }()
+	timer := time.NewTimer(s.cfg.GRPC.ReceiveTimeout)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		return in, err
+	case <-timer.C:
+		go func() {
+			if <-done == nil {
+				in.free()
+			}
+		}()
+		return nil, errReceiveTimeout
+	}
 }
 
 // authorization returns the request's "authorization" metadata, as the

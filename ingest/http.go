@@ -8,6 +8,7 @@ import (
 	"math"
 	"mime"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -181,6 +182,9 @@ func (s *Server) readHTTPRequest(w http.ResponseWriter, r *http.Request, enc bod
 	}
 	body.r = io.LimitReader(src, limit+1)
 	if _, err := buf.ReadFrom(body); err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			s.m.receiveTimeouts.WithLabelValues(transportHTTP).Inc()
+		}
 		return ptrace.Traces{}, readError(err, wire, limit)
 	}
 	if int64(buf.Len()) > limit {
@@ -194,6 +198,13 @@ func (s *Server) readHTTPRequest(w http.ResponseWriter, r *http.Request, enc bod
 		// to about twice: halving errs towards decoding the request and
 		// letting Commit decide, never towards shedding one that fits.
 		protoBytes /= 2
+	}
+	decoded := int64(buf.Len()) * decodedPerJSONByte
+	if enc == encodingProtobuf {
+		decoded = decodedSize(buf.Bytes())
+	}
+	if !body.reserveTotal(s.inflight.clamp(decoded)) {
+		return ptrace.Traces{}, fail(outcomeOverloaded, errBudgetFull)
 	}
 	if err := s.admit(protoBytes, transportHTTP); err != nil {
 		return ptrace.Traces{}, err

@@ -8,12 +8,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// byteBudget bounds the request bytes held in memory at once over both
-// transports: bodies being read (HTTP) and decompressed requests being
-// decoded, converted and committed. The request slots bound how many
-// requests are processed at once; they are taken only once a request has
-// been read, so a slow sender holds bytes of this budget — as many as it
-// has sent — but never a slot.
+// byteBudget bounds the request memory held at once over both transports:
+// bodies being read (HTTP), then requests being decoded, converted and
+// committed, charged for what they take decoded (decodedSize). The request
+// slots bound how many requests are processed at once; they are taken only
+// once a request has been read, so a slow sender holds bytes of this
+// budget — as many as it has sent — but never a slot.
 type byteBudget struct {
 	max   int64
 	gauge prometheus.Gauge
@@ -33,6 +33,11 @@ func (b *byteBudget) tryAcquire(n int64) bool {
 	b.gauge.Set(float64(b.used))
 	return true
 }
+
+// clamp caps a charge at the whole budget: a request estimated to take
+// more than the budget is admitted alone, when nothing else is held,
+// rather than never.
+func (b *byteBudget) clamp(n int64) int64 { return min(n, b.max) }
 
 func (b *byteBudget) release(n int64) {
 	if n == 0 {
@@ -75,3 +80,19 @@ func (br *budgetReader) Read(p []byte) (int, error) {
 // errBudgetFull is a request refused because ingest.max_in_flight_bytes
 // was reached: momentary, answered 503 / UNAVAILABLE with a retry delay.
 var errBudgetFull = errors.New("ingest is holding ingest.max_in_flight_bytes of requests")
+
+// reserveTotal grows what the reader has reserved to n bytes (what the
+// request it read takes decoded), or reports false when the budget has no
+// room for the rest. What it reserved stays reserved either way, for the
+// caller to release.
+func (br *budgetReader) reserveTotal(n int64) bool {
+	extra := n - br.reserved
+	if extra <= 0 {
+		return true
+	}
+	if !br.budget.tryAcquire(extra) {
+		return false
+	}
+	br.reserved = n
+	return true
+}

@@ -43,6 +43,7 @@ type serverMetrics struct {
 	dropped         *prometheus.CounterVec // item: attributes, events, links
 	inflightBytes   prometheus.Gauge
 	grpcStreams     prometheus.Gauge
+	receiveTimeouts *prometheus.CounterVec // transport
 }
 
 func newServerMetrics(reg prometheus.Registerer) (*serverMetrics, error) {
@@ -96,6 +97,10 @@ func newServerMetrics(reg prometheus.Registerer) (*serverMetrics, error) {
 			Namespace: metricNamespace, Subsystem: metricSubsystem, Name: "grpc_streams",
 			Help: "OTLP/gRPC streams open now, those still receiving their message included.",
 		}),
+		receiveTimeouts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metricNamespace, Subsystem: metricSubsystem, Name: "receive_timeouts_total",
+			Help: "Requests cut off because their body or message did not arrive within ingest.http.read_timeout or ingest.grpc.receive_timeout.",
+		}, []string{"transport"}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: metricNamespace, Subsystem: metricSubsystem, Name: "dropped_total",
 			Help: "Attributes, events and links dropped by the per-span count limits, by item.",
@@ -107,6 +112,7 @@ func newServerMetrics(reg prometheus.Registerer) (*serverMetrics, error) {
 		m.spansReceived.WithLabelValues(tr)
 		m.spansAccepted.WithLabelValues(tr)
 		m.requestsShed.WithLabelValues(tr)
+		m.receiveTimeouts.WithLabelValues(tr)
 		m.requestBytes.WithLabelValues(tr, "wire")
 		m.requestBytes.WithLabelValues(tr, "decoded")
 	}
@@ -123,7 +129,7 @@ func newServerMetrics(reg prometheus.Registerer) (*serverMetrics, error) {
 		m.truncated.WithLabelValues(w)
 	}
 	err := register(reg, m.spansReceived, m.spansAccepted, m.spansRejected, m.spansRefused, m.requestsShed,
-		m.requestBytes, m.requestDuration, m.valuesTruncated, m.truncated, m.stringsRepaired, m.dropped, m.inflightBytes, m.grpcStreams)
+		m.requestBytes, m.requestDuration, m.valuesTruncated, m.truncated, m.stringsRepaired, m.dropped, m.inflightBytes, m.grpcStreams, m.receiveTimeouts)
 	if err != nil {
 		return nil, err
 	}

@@ -30,24 +30,87 @@ func TestSlowSendersHoldNoSlots(t *testing.T) {
 	st := openEmbedded(t)
 	cfg := testConfig()
 	cfg.HTTP.ReadTimeout = time.Minute // longer than the test: nothing is cut off
+	cfg.GRPC.ReceiveTimeout = time.Minute
 	ts := startServer(t, st, cfg)
 	good := encode(t, tracesWithBad(9, 5, 0, 0), encodingProtobuf)
 
 	// HTTP: headers and the first 10 bytes of a 1,000-byte body.
-	for range slowSenders {
-		conn, err := net.DialTimeout("tcp", ts.httpAddr, 5*time.Second)
-		require.NoError(t, err)
-		t.Cleanup(func() { conn.Close() })
-		_, err = fmt.Fprintf(conn, "POST /v1/traces HTTP/1.1\r\nHost: budgetd\r\nContent-Type: application/x-protobuf\r\nContent-Length: 1000\r\n\r\n0123456789")
-		require.NoError(t, err)
-	}
+	trickleHTTP(t, ts.httpAddr, slowSenders)
 	waitFor(t, "the slow HTTP bodies to be read", func() bool {
 		return metricValue(t, ts, "budgetd_ingest_in_flight_bytes", nil) >= slowSenders*budgetStep
 	})
 
 	// gRPC: 70 streams on one connection, each with a message prefix
 	// announcing 1,000 bytes and 10 of them.
-	conn, err := net.DialTimeout("tcp", ts.grpcAddr, 5*time.Second)
+	trickleGRPC(t, ts.grpcAddr, slowSenders)
+	waitFor(t, "the slow gRPC streams to be open", func() bool {
+		return metricValue(t, ts, "budgetd_ingest_grpc_streams", nil) >= slowSenders
+	})
+
+	a := post(t, ts, http.MethodPost, tracesPath, contentTypeProtobuf, "", good)
+	require.Equal(t, http.StatusOK, a.status, "body: %s", a.body)
+	_, err := exportRaw(t, dialGRPC(t, ts), encode(t, tracesWithBad(10, 5, 0, 0), encodingProtobuf), "")
+	require.NoError(t, err, "a good gRPC sender is acknowledged")
+	require.Equal(t, uint64(10), countRows(t, st))
+}
+
+// TestSlowSendersAreCutOff checks that a request whose body or message
+// stops arriving is ended after ingest.http.read_timeout or
+// ingest.grpc.receive_timeout, counted, and gives back what it held: the
+// sender sees its stream end, the reserved bytes and open streams return
+// to zero.
+func TestSlowSendersAreCutOff(t *testing.T) {
+	st := openEmbedded(t)
+	cfg := testConfig()
+	cfg.HTTP.ReadTimeout = 500 * time.Millisecond
+	cfg.GRPC.ReceiveTimeout = 500 * time.Millisecond
+	ts := startServer(t, st, cfg)
+	timeouts := func(transport string) float64 {
+		return metricValue(t, ts, "budgetd_ingest_receive_timeouts_total", map[string]string{"transport": transport})
+	}
+
+	trickleHTTP(t, ts.httpAddr, 3)
+	ended := trickleGRPC(t, ts.grpcAddr, 3)
+	waitFor(t, "the slow senders to be cut off", func() bool {
+		return timeouts(transportHTTP) == 3 && timeouts(transportGRPC) == 3
+	})
+	for range 3 {
+		select {
+		case id := <-ended:
+			t.Logf("stream %d ended by the server", id)
+		case <-time.After(10 * time.Second):
+			t.Fatal("a cut-off gRPC stream was not ended towards its sender")
+		}
+	}
+	waitFor(t, "what they held to be given back", func() bool {
+		return metricValue(t, ts, "budgetd_ingest_in_flight_bytes", nil) == 0 &&
+			metricValue(t, ts, "budgetd_ingest_grpc_streams", nil) == 0
+	})
+	good := encode(t, tracesWithBad(4, 5, 0, 0), encodingProtobuf)
+	_, err := exportRaw(t, dialGRPC(t, ts), good, "")
+	require.NoError(t, err, "budgetd still serves")
+}
+
+// trickleHTTP opens n HTTP requests that send their headers and the first
+// 10 bytes of a 1,000-byte body, and nothing more.
+func trickleHTTP(t *testing.T, addr string, n int) {
+	t.Helper()
+	for range n {
+		conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		require.NoError(t, err)
+		t.Cleanup(func() { conn.Close() })
+		_, err = fmt.Fprintf(conn, "POST /v1/traces HTTP/1.1\r\nHost: budgetd\r\nContent-Type: application/x-protobuf\r\nContent-Length: 1000\r\n\r\n0123456789")
+		require.NoError(t, err)
+	}
+}
+
+// trickleGRPC opens n OTLP/gRPC streams on one connection, each with a
+// message prefix announcing 1,000 bytes and 10 of them, and nothing more.
+// It returns the ids of the streams the server ends (RST_STREAM, or
+// trailers), as they end.
+func trickleGRPC(t *testing.T, addr string, n int) <-chan uint32 {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	require.NoError(t, err)
 	t.Cleanup(func() { conn.Close() })
 	_, err = conn.Write([]byte(http2.ClientPreface))
@@ -60,7 +123,15 @@ func TestSlowSendersHoldNoSlots(t *testing.T) {
 		return f()
 	}
 	require.NoError(t, write(func() error { return fr.WriteSettings() }))
+	ended := make(chan uint32, n)
 	go func() { // answer the server's SETTINGS and PINGs so it keeps the connection
+		seen := map[uint32]bool{}
+		end := func(id uint32) {
+			if !seen[id] {
+				seen[id] = true
+				ended <- id
+			}
+		}
 		for {
 			f, err := fr.ReadFrame()
 			if err != nil {
@@ -74,6 +145,12 @@ func TestSlowSendersHoldNoSlots(t *testing.T) {
 			case *http2.PingFrame:
 				if !f.IsAck() {
 					_ = write(func() error { return fr.WritePing(true, f.Data) })
+				}
+			case *http2.RSTStreamFrame:
+				end(f.StreamID)
+			case *http2.HeadersFrame:
+				if f.StreamEnded() {
+					end(f.StreamID)
 				}
 			}
 		}
@@ -89,20 +166,12 @@ func TestSlowSendersHoldNoSlots(t *testing.T) {
 	}
 	prefix := make([]byte, 5)
 	binary.BigEndian.PutUint32(prefix[1:], 1000)
-	for i := range slowSenders {
+	for i := range n {
 		id := uint32(2*i + 1)
 		require.NoError(t, write(func() error {
 			return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb.Bytes(), EndHeaders: true})
 		}))
 		require.NoError(t, write(func() error { return fr.WriteData(id, false, append(prefix, "0123456789"...)) }))
 	}
-	waitFor(t, "the slow gRPC streams to be open", func() bool {
-		return metricValue(t, ts, "budgetd_ingest_grpc_streams", nil) >= slowSenders
-	})
-
-	a := post(t, ts, http.MethodPost, tracesPath, contentTypeProtobuf, "", good)
-	require.Equal(t, http.StatusOK, a.status, "body: %s", a.body)
-	_, err = exportRaw(t, dialGRPC(t, ts), encode(t, tracesWithBad(10, 5, 0, 0), encodingProtobuf), "")
-	require.NoError(t, err, "a good gRPC sender is acknowledged")
-	require.Equal(t, uint64(10), countRows(t, st))
+	return ended
 }

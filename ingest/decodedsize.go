@@ -1,0 +1,173 @@
+package ingest
+
+import "google.golang.org/protobuf/encoding/protowire"
+
+// Decoding a request takes far more memory than its protobuf: pdata
+// allocates a struct for every attribute, value, span, event and link, and
+// grows the slices holding them, so a request of many small attributes
+// decodes to about ten times its size (an empty attribute is 4 bytes on the
+// wire and over 90 in memory; a realistic span about four times its size).
+// The in-flight budget charges what the decoded request will take,
+// estimated from the message before decoding it, so that
+// ingest.max_in_flight_bytes bounds memory rather than wire bytes. The
+// costs below are what pdata's decoder allocated per item, garbage from
+// growing slices included, rounded up, with room for the race detector's
+// extra allocations (TestDecodedSizeBoundsDecoding).
+const (
+	// decodedPerAttr is one attribute (KeyValue).
+	decodedPerAttr = 144
+	// decodedPerArrayValue is one element of an array value (AnyValue).
+	decodedPerArrayValue = 64
+	// decodedPerSpan is one span without its attributes, events and links.
+	decodedPerSpan = 256
+	// decodedPerEvent is one event or link without its attributes.
+	decodedPerEvent = 128
+	// decodedPerJSONByte is the cost of a byte of OTLP/JSON, which is not
+	// scanned: its smallest attribute takes about 20 bytes.
+	decodedPerJSONByte = 6
+)
+
+// OTLP's field numbers (opentelemetry-proto trace/v1, common/v1) on the
+// way from the export request down to every attribute and value.
+const (
+	fieldResourceSpans  = 1 // ExportTraceServiceRequest
+	fieldResource       = 1 // ResourceSpans
+	fieldScopeSpans     = 2 // ResourceSpans
+	fieldScope          = 1 // ScopeSpans
+	fieldSpans          = 2 // ScopeSpans
+	fieldResourceAttrs  = 1 // Resource
+	fieldScopeAttrs     = 3 // InstrumentationScope
+	fieldSpanAttrs      = 9 // Span
+	fieldSpanEvents     = 11
+	fieldSpanLinks      = 13
+	fieldEventAttrs     = 3 // Span.Event
+	fieldLinkAttrs      = 4 // Span.Link
+	fieldKeyValueValue  = 2 // KeyValue
+	fieldAnyArray       = 5 // AnyValue.array_value
+	fieldAnyKvlist      = 6 // AnyValue.kvlist_value
+	fieldArrayValues    = 1 // ArrayValue
+	fieldKeyValueValues = 1 // KeyValueList
+)
+
+// decodedSize estimates the memory pdata takes to decode the
+// OTLP/protobuf export request msg: its bytes and an eighth (strings are
+// copied into Go's size classes, which round up by less than that) plus a
+// fixed cost per attribute, value, span, event and link. It reads only
+// tags and lengths. A malformed message is estimated as far as it can be
+// read; decoding it fails anyway.
+func decodedSize(msg []byte) int64 {
+	return int64(len(msg)) + int64(len(msg))/8 + items(msg, requestLevel, 0)
+}
+
+// maxScanDepth bounds how deep the scan follows values nested in arrays
+// and lists. Past it, every 2 bytes (the least a nested value takes on the
+// wire) are charged as an attribute: an upper bound that needs no
+// recursion.
+const maxScanDepth = 32
+
+// level says which message a byte range is, and so which of its fields
+// lead further down.
+type level int
+
+const (
+	requestLevel level = iota
+	resourceSpansLevel
+	resourceLevel
+	scopeSpansLevel
+	scopeLevel
+	spanLevel
+	eventLevel
+	linkLevel
+	keyValueLevel
+	anyValueLevel
+	arrayLevel
+	kvlistLevel
+)
+
+// child is the level of field num of a message at level l, and whether
+// that field is itself a counted item; ok is false for fields that hold
+// nothing counted.
+func child(l level, num protowire.Number) (next level, cost int64, ok bool) {
+	switch l {
+	case requestLevel:
+		return resourceSpansLevel, 0, num == fieldResourceSpans
+	case resourceSpansLevel:
+		switch num {
+		case fieldResource:
+			return resourceLevel, 0, true
+		case fieldScopeSpans:
+			return scopeSpansLevel, 0, true
+		}
+	case resourceLevel:
+		return keyValueLevel, decodedPerAttr, num == fieldResourceAttrs
+	case scopeSpansLevel:
+		switch num {
+		case fieldScope:
+			return scopeLevel, 0, true
+		case fieldSpans:
+			return spanLevel, decodedPerSpan, true
+		}
+	case scopeLevel:
+		return keyValueLevel, decodedPerAttr, num == fieldScopeAttrs
+	case spanLevel:
+		switch num {
+		case fieldSpanAttrs:
+			return keyValueLevel, decodedPerAttr, true
+		case fieldSpanEvents:
+			return eventLevel, decodedPerEvent, true
+		case fieldSpanLinks:
+			return linkLevel, decodedPerEvent, true
+		}
+	case eventLevel:
+		return keyValueLevel, decodedPerAttr, num == fieldEventAttrs
+	case linkLevel:
+		return keyValueLevel, decodedPerAttr, num == fieldLinkAttrs
+	case keyValueLevel:
+		return anyValueLevel, 0, num == fieldKeyValueValue
+	case anyValueLevel:
+		switch num {
+		case fieldAnyArray:
+			return arrayLevel, 0, true
+		case fieldAnyKvlist:
+			return kvlistLevel, 0, true
+		}
+	case arrayLevel:
+		return anyValueLevel, decodedPerArrayValue, num == fieldArrayValues
+	case kvlistLevel:
+		return keyValueLevel, decodedPerAttr, num == fieldKeyValueValues
+	}
+	return 0, 0, false
+}
+
+// items sums the fixed costs of the items inside msg, a message at level l
+// and depth messages down from the request.
+func items(msg []byte, l level, depth int) int64 {
+	if depth > maxScanDepth {
+		return int64(len(msg)) / 2 * decodedPerAttr
+	}
+	var sum int64
+	for len(msg) > 0 {
+		num, typ, n := protowire.ConsumeTag(msg)
+		if n < 0 {
+			return sum
+		}
+		msg = msg[n:]
+		if typ != protowire.BytesType {
+			n = protowire.ConsumeFieldValue(num, typ, msg)
+			if n < 0 {
+				return sum
+			}
+			msg = msg[n:]
+			continue
+		}
+		body, n := protowire.ConsumeBytes(msg)
+		if n < 0 {
+			return sum
+		}
+		msg = msg[n:]
+		if next, cost, ok := child(l, num); ok {
+			sum += cost + items(body, next, depth+1)
+		}
+	}
+	return sum
+}
