@@ -64,3 +64,16 @@ func BenchmarkConvert(b *testing.B) {
 	}
 	b.ReportMetric(float64(spans)/b.Elapsed().Seconds(), "spans/s")
 }
+
+// BenchmarkDecodedSize measures the scan that estimates a request's
+// decoded memory before it is admitted, to compare with BenchmarkDecode.
+func BenchmarkDecodedSize(b *testing.B) {
+	body := marshalProto(b, ingesttest.Spans(1, benchSpans))
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if decodedSize(body) <= int64(len(body)) {
+			b.Fatal("no items counted")
+		}
+	}
+}
