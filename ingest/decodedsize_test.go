@@ -122,9 +122,20 @@ func TestDecodedSizeOfDeepNesting(t *testing.T) {
 	require.Greater(t, decodedSize(msg), int64(len(msg))*decodedPerAttr/4)
 }
 
-func mustMarshal(t *testing.T, td ptrace.Traces) []byte {
+func mustMarshal(t testing.TB, td ptrace.Traces) []byte {
 	t.Helper()
 	msg, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
 	require.NoError(t, err)
 	return msg
+}
+
+// FuzzDecodedSize checks that the scan takes any bytes, well-formed or
+// not, without failing, and never charges less than the bytes themselves.
+func FuzzDecodedSize(f *testing.F) {
+	f.Add(mustMarshal(f, ingesttest.Spans(1, 20)))
+	f.Add([]byte{0x0a, 0x05, 0x12, 0x03, 0x12, 0x01, 0x4a})
+	f.Add([]byte{0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		require.GreaterOrEqual(t, decodedSize(msg), int64(len(msg)))
+	})
 }
