@@ -67,6 +67,10 @@ demo: setup build ## run the sim scenarios against budgetd serve (started in the
 	@echo "demo: open http://$(DEMO_API)/ - traces are analysed once idle for 10 s (analyze.assembly.idle)"
 	@echo "demo: stop a server started here with: kill \$$(cat .cache/demo-serve.pid)"
 
+# The peer (Jaeger v2 on badger), the ceiling for receiving (the Collector to
+# nop), the floor for storing and budgetd; `clickhouse` adds budgetd on
+# ClickHouse 18.16. ARGS may name -targets again: the last one counts.
 .PHONY: bench-compare
-bench-compare: test-setup build ## load the Collector (otlp → nop) and budgetd with the same OTLP load; prints a table
-	$(GO) run ./bench/cmd/budgetd-bench $(ARGS)
+BENCH_TARGETS ?= collector,jaeger,floor,embedded
+bench-compare: test-setup build ## load the Collector (otlp → nop), Jaeger v2 and budgetd with the same OTLP load, measure the floor; prints a table
+	$(GO) run ./bench/cmd/budgetd-bench -targets $(BENCH_TARGETS) $(ARGS)

@@ -17,11 +17,17 @@ import (
 type Target struct {
 	Name     string
 	Endpoint string
-	// API is budgetd's REST API address; empty for the Collector.
-	API      string
-	procs    []*exec.Cmd
-	extraPID func() int // a process started elsewhere (the ClickHouse server)
-	stop     func() error
+	// API is budgetd's REST API address; empty for the Collector and Jaeger.
+	API string
+	// Query is Jaeger's query service (HTTP) when it runs one.
+	Query string
+	// AckMeansStored says the target acknowledges only what it has
+	// written to its storage (Jaeger), so its stored rate is its
+	// acknowledged rate.
+	AckMeansStored bool
+	procs          []*exec.Cmd
+	extraPID       func() int // a process started elsewhere (the ClickHouse server)
+	stop           func() error
 }
 
 // PIDs returns the processes whose CPU and memory count for the target.

@@ -19,6 +19,9 @@ scripts/install-ui-test-deps.sh
 # budgetd with telemetrygen; both are built from the Go module proxy once.
 scripts/install-otelcol.sh
 scripts/install-telemetrygen.sh
+# The bench tests load Jaeger v2, the peer the harness compares budgetd with,
+# and read back what it stored; built from the Go module proxy once.
+scripts/install-jaeger.sh
 # The API tests lint api/openapi.yaml with Redocly CLI (npm registry) and
 # regenerate api/apiclient with oapi-codegen (Go module proxy) to check it
 # is current.

@@ -1,14 +1,17 @@
-// Command budgetd-bench loads the OpenTelemetry Collector (otlp → nop) and
-// budgetd (embedded store, and a ClickHouse server) with the same OTLP load
-// on this machine, one after the other, and prints a comparison table.
+// Command budgetd-bench loads the OpenTelemetry Collector (otlp → nop),
+// Jaeger v2 (badger) and budgetd (embedded store, and a ClickHouse server)
+// with the same OTLP load on this machine, one after the other, measures
+// the floor (the Collector's receiving cost plus the embedded engine's
+// INSERT … SELECT of the same rows), and prints a comparison table.
 //
-//	go run ./bench/cmd/budgetd-bench [-duration 30s] [-clients 8]
+//	go run ./bench/cmd/budgetd-bench [-duration 30s] [-clients 8] [-targets collector,jaeger,floor,embedded]
 //
 // `make bench-compare` builds what it needs and runs it.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -16,11 +19,13 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/budgetd/budgetd/bench"
+	"github.com/budgetd/budgetd/durable"
 	"github.com/budgetd/budgetd/store/chsql"
 	"github.com/budgetd/budgetd/store/clickhouse"
 	"github.com/budgetd/budgetd/store/clickhouse/clickhousetest"
@@ -38,13 +43,47 @@ func main() {
 }
 
 type row struct {
+	target string // the -targets name
 	name   string
 	res    bench.Result
 	cpu    time.Duration
 	rssMiB float64
-	stored float64 // spans budgetd stored in the measured window; -1 for the Collector
-	goMiB  float64 // heap Go holds at the end (budgetd); 0 for the Collector
+	stored float64 // spans stored in the measured window; -1 for the Collector
+	goMiB  float64 // heap Go holds at the end (budgetd); 0 for the others
 	note   string
+	// floorPerM is the floor row's CPU s per million spans, which it
+	// measures without a load of its own; 0 for the others.
+	floorPerM float64
+}
+
+// sustained is the row's sustained rate: budgetd's is what it stores, since
+// what it acknowledges beyond that only fills its write-ahead log, until
+// the log is full.
+func (r row) sustained() float64 {
+	s := r.res.SpansPerSecond()
+	if r.stored >= 0 {
+		s = min(s, r.stored/r.res.Elapsed.Seconds())
+	}
+	return s
+}
+
+// cpuPerMillion is CPU seconds per million sustained spans.
+func (r row) cpuPerMillion() float64 {
+	if r.floorPerM > 0 {
+		return r.floorPerM
+	}
+	if s := r.sustained(); s > 0 {
+		return r.cpu.Seconds() / (s * r.res.Elapsed.Seconds() / 1e6)
+	}
+	return 0
+}
+
+// settings are the flags every target's run shares.
+type settings struct {
+	work, budgetd, otelcol, jaeger, profile string
+	clients, spansPer                       int
+	warmup, duration                        time.Duration
+	floorRows                               uint64
 }
 
 func run(ctx context.Context, args []string, out io.Writer) error {
@@ -54,9 +93,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	clients := fs.Int("clients", 8, "concurrent senders")
 	spansPer := fs.Int("spans-per-request", 1000, "spans in one export request")
 	distinct := fs.Int("requests", 200, "distinct pre-built requests, sent round-robin")
-	targets := fs.String("targets", "collector,embedded,clickhouse", "comma-separated targets to load")
+	targets := fs.String("targets", "collector,jaeger,floor,embedded", "comma-separated targets to load: collector, jaeger, floor, embedded, clickhouse")
 	budgetdBin := fs.String("budgetd", "bin/budgetd", "budgetd `binary`")
 	otelcolBin := fs.String("otelcol", ".cache/otelcol/otelcol-budgetd", "Collector `binary` (make test-setup builds it)")
+	jaegerBin := fs.String("jaeger", ".cache/bin/jaeger", "Jaeger v2 `binary` (make test-setup builds it)")
+	floorRows := fs.Uint64("floor-rows", 1_000_000, "the floor's INSERT … SELECT repeats until at least this many `rows` are inserted")
 	profile := fs.String("profile", "", "write each budgetd target's CPU profile of the measured window and its heap profile at the end into this `directory`")
 	querySpans := fs.Int("query-spans", 0, "instead of loading: fill each store engine with this many `spans` and time the API's queries")
 	if err := fs.Parse(args); err != nil {
@@ -66,7 +107,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return runQueries(ctx, out, *querySpans)
 	}
 	// Targets run in their own directories: binaries must be absolute.
-	for _, p := range []*string{budgetdBin, otelcolBin} {
+	for _, p := range []*string{budgetdBin, otelcolBin, jaegerBin} {
 		abs, err := filepath.Abs(*p)
 		if err != nil {
 			return err
@@ -78,60 +119,147 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(work)
+	set := settings{work: work, budgetd: *budgetdBin, otelcol: *otelcolBin, jaeger: *jaegerBin, profile: *profile,
+		clients: *clients, spansPer: *spansPer, warmup: *warmup, duration: *duration, floorRows: *floorRows}
 
 	fmt.Fprintf(out, "building %d requests of %d spans...\n", *distinct, *spansPer)
 	load := bench.Requests(*distinct, *spansPer)
 
 	var rows []row
+	var floor *bench.InsertFloor
+	floorAt := -1
 	for _, name := range strings.Split(*targets, ",") {
-		dir := filepath.Join(work, name)
-		if err := os.MkdirAll(dir, 0o750); err != nil {
-			return err
-		}
-		var t *bench.Target
-		var extra []string
-		if *profile != "" {
-			extra = []string{"--api.pprof", "true"}
-		}
-		switch name {
-		case "collector":
-			t, err = bench.StartCollector(ctx, *otelcolBin, dir)
-		case "embedded":
-			t, err = bench.StartBudgetd(ctx, *budgetdBin, dir, "budgetd embedded", extra...)
-		case "clickhouse":
-			srv, serr := clickhousetest.StartIn(filepath.Join(dir, "clickhouse"))
-			if serr != nil {
-				return serr
+		if name == "floor" {
+			f, err := measureFloor(ctx, out, set, load)
+			if err != nil {
+				return err
 			}
-			t, err = bench.StartBudgetd(ctx, *budgetdBin, dir, "budgetd clickhouse-server 18.16",
-				append(extra, "--store.engine", "clickhouse", "--store.clickhouse.dsn", srv.DSN("budgetd"))...)
-			if err == nil {
-				t.SetExtra(srv.PID, srv.Stop)
-			} else {
-				_ = srv.Stop()
-			}
-		default:
-			return fmt.Errorf("unknown target %q", name)
+			floor, floorAt = &f, len(rows)
+			continue
 		}
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "loading %s for %s...\n", t.Name, *warmup+*duration)
-		var prof string
-		if *profile != "" && t.API != "" {
-			prof = filepath.Join(*profile, name)
-		}
-		r, err := measure(ctx, t, load, *spansPer, *clients, *warmup, *duration, prof)
-		if serr := t.Stop(); err == nil {
-			err = serr
-		}
+		r, err := runTarget(ctx, out, set, name, load)
 		if err != nil {
 			return err
 		}
 		rows = append(rows, r)
 	}
+	if floor != nil {
+		// The floor's receiving part is the Collector's cost in this run;
+		// a run without the Collector measures it for the floor alone.
+		collector, ok := rowOf(rows, "collector")
+		if !ok {
+			var err error
+			if collector, err = runTarget(ctx, out, set, "collector", load); err != nil {
+				return err
+			}
+		}
+		rows = slices.Insert(rows, floorAt, floorRow(collector, *floor))
+	}
 	print(out, rows, *clients, *spansPer)
 	return nil
+}
+
+// runTarget starts one target in its own directory, measures it and stops it.
+func runTarget(ctx context.Context, out io.Writer, set settings, name string, load *bench.Load) (row, error) {
+	dir := filepath.Join(set.work, name)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return row{}, err
+	}
+	t, err := startTarget(ctx, set, name, dir)
+	if err != nil {
+		return row{}, err
+	}
+	fmt.Fprintf(out, "loading %s for %s...\n", t.Name, set.warmup+set.duration)
+	var prof string
+	if set.profile != "" && t.API != "" {
+		prof = filepath.Join(set.profile, name)
+	}
+	r, err := measure(ctx, t, load, set.spansPer, set.clients, set.warmup, set.duration, prof)
+	if serr := t.Stop(); err == nil {
+		err = serr
+	}
+	r.target = name
+	return r, err
+}
+
+// startTarget starts the target called name.
+func startTarget(ctx context.Context, set settings, name, dir string) (*bench.Target, error) {
+	var extra []string
+	if set.profile != "" {
+		extra = []string{"--api.pprof", "true"}
+	}
+	switch name {
+	case "collector":
+		return bench.StartCollector(ctx, set.otelcol, dir)
+	case "jaeger":
+		t, err := bench.StartJaeger(ctx, set.jaeger, dir)
+		if err != nil && errors.Is(err, os.ErrNotExist) {
+			err = fmt.Errorf("%w: run `make test-setup` (scripts/install-jaeger.sh)", err)
+		}
+		return t, err
+	case "embedded":
+		return bench.StartBudgetd(ctx, set.budgetd, dir, "budgetd embedded", extra...)
+	case "clickhouse":
+		srv, err := clickhousetest.StartIn(filepath.Join(dir, "clickhouse"))
+		if err != nil {
+			return nil, err
+		}
+		t, err := bench.StartBudgetd(ctx, set.budgetd, dir, "budgetd clickhouse-server 18.16",
+			append(extra, "--store.engine", "clickhouse", "--store.clickhouse.dsn", srv.DSN("budgetd"))...)
+		if err != nil {
+			_ = srv.Stop()
+			return nil, err
+		}
+		t.SetExtra(srv.PID, srv.Stop)
+		return t, nil
+	default:
+		return nil, fmt.Errorf("unknown target %q", name)
+	}
+}
+
+// measureFloor writes the load's spans once through the embedded store (in
+// this process) and measures the INSERT … SELECT of them.
+func measureFloor(ctx context.Context, out io.Writer, set settings, load *bench.Load) (bench.InsertFloor, error) {
+	st, err := embedded.Open(ctx, embedded.Config{DataDir: filepath.Join(set.work, "floor", "chdb"), Database: "floor"})
+	if err != nil {
+		return bench.InsertFloor{}, err
+	}
+	defer st.Close()
+	if err := fillFloor(ctx, out, st, load); err != nil {
+		return bench.InsertFloor{}, err
+	}
+	fmt.Fprintf(out, "floor: INSERT … SELECT until %d rows are inserted...\n", set.floorRows)
+	return bench.MeasureInsertFloor(ctx, st, set.floorRows)
+}
+
+// fillFloor writes the load's spans through the store in budgetd's drainer
+// batches; the spans are garbage once it returns.
+func fillFloor(ctx context.Context, out io.Writer, st *chsql.Store, load *bench.Load) error {
+	spans, err := load.Spans()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "floor: writing %d spans through the embedded store...\n", len(spans))
+	return bench.FillSpans(ctx, st, spans, durable.DefaultConfig().WAL.BatchSpans)
+}
+
+// floorRow is the floor's table row: the Collector's CPU per span plus the
+// INSERT … SELECT's.
+func floorRow(collector row, f bench.InsertFloor) row {
+	receive, insert := collector.cpuPerMillion(), f.CPUPerMillion()
+	return row{target: "floor", name: "floor: collector decode + chDB INSERT … SELECT", stored: -1, floorPerM: receive + insert,
+		note: fmt.Sprintf("%.2f collector + %.2f INSERT … SELECT (%d rows in %.1f s, merges included)",
+			receive, insert, f.Rows, f.Elapsed.Seconds())}
+}
+
+// rowOf returns the row of the target called name.
+func rowOf(rows []row, name string) (row, bool) {
+	for _, r := range rows {
+		if r.target == name {
+			return r, true
+		}
+	}
+	return row{}, false
 }
 
 // measure warms the target up, then drives it for duration while reading
@@ -199,10 +327,15 @@ func measure(ctx context.Context, t *bench.Target, load *bench.Load, spansPer, c
 		rss += r
 	}
 	stored := stored1 - stored0
-	if t.API == "" {
+	var note string
+	switch {
+	case t.AckMeansStored:
+		stored = float64(res.Spans)
+		note = "stored/s = acked/s (no batch processor, no exporter queue; badger does not fsync each write)"
+	case t.API == "":
 		stored = -1
 	}
-	return row{name: t.Name, res: res, cpu: cpu1 - cpu0, rssMiB: float64(rss) / (1 << 20), stored: stored, goMiB: goMiB}, nil
+	return row{name: t.Name, res: res, cpu: cpu1 - cpu0, rssMiB: float64(rss) / (1 << 20), stored: stored, goMiB: goMiB, note: note}, nil
 }
 
 // storedOf returns how many spans budgetd has stored so far; -1 for a
@@ -231,25 +364,17 @@ func print(out io.Writer, rows []row, clients, spansPer int) {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "target\tacked spans/s\tstored/s\tsustained vs collector\tCPU s / 1M sustained\tpeak RSS MiB\tGo heap MiB\tack p50 ms\tack p99 ms\trefused\t")
 	var ceiling float64
-	for _, r := range rows {
-		if strings.HasPrefix(r.name, "otelcol") {
-			ceiling = r.res.SpansPerSecond()
-		}
+	if c, ok := rowOf(rows, "collector"); ok {
+		ceiling = c.res.SpansPerSecond()
 	}
 	for _, r := range rows {
+		if r.floorPerM > 0 {
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t%.2f\t-\t-\t-\t-\t-\t  %s\n", r.name, r.floorPerM, r.note)
+			continue
+		}
 		ratio := "-"
-		// budgetd's sustained rate is what it stores: what it acknowledges
-		// beyond that only fills its write-ahead log, until the log is full.
-		sustained := r.res.SpansPerSecond()
-		if r.stored >= 0 {
-			sustained = min(sustained, r.stored/r.res.Elapsed.Seconds())
-		}
 		if ceiling > 0 {
-			ratio = fmt.Sprintf("%.0f %%", 100*sustained/ceiling)
-		}
-		perM := 0.0
-		if sustained > 0 {
-			perM = r.cpu.Seconds() / (sustained * r.res.Elapsed.Seconds() / 1e6)
+			ratio = fmt.Sprintf("%.0f %%", 100*r.sustained()/ceiling)
 		}
 		stored := "-"
 		if r.stored >= 0 {
@@ -259,10 +384,62 @@ func print(out io.Writer, rows []row, clients, spansPer int) {
 		if r.goMiB > 0 {
 			goMiB = fmt.Sprintf("%.0f", r.goMiB)
 		}
-		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%s\t%.2f\t%.0f\t%s\t%.1f\t%.1f\t%d\t\n", r.name, r.res.SpansPerSecond(), stored, ratio, perM, r.rssMiB, goMiB,
-			float64(r.res.P50.Microseconds())/1000, float64(r.res.P99.Microseconds())/1000, r.res.Refused)
+		note := ""
+		if r.note != "" {
+			note = "  " + r.note
+		}
+		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%s\t%.2f\t%.0f\t%s\t%.1f\t%.1f\t%d\t%s\n", r.name, r.res.SpansPerSecond(), stored, ratio, r.cpuPerMillion(), r.rssMiB, goMiB,
+			float64(r.res.P50.Microseconds())/1000, float64(r.res.P99.Microseconds())/1000, r.res.Refused, note)
 	}
 	tw.Flush()
+	if lines := ratios(rows); len(lines) > 0 {
+		fmt.Fprintln(out)
+		for _, l := range lines {
+			fmt.Fprintln(out, l)
+		}
+	}
+}
+
+// ratios compares each budgetd row with the peers present in the run: its
+// stored spans/s with Jaeger's stored and the Collector's acknowledged
+// rate, its CPU per stored span with the floor's.
+func ratios(rows []row) []string {
+	jaeger, hasJaeger := rowOf(rows, "jaeger")
+	collector, hasCollector := rowOf(rows, "collector")
+	floor, hasFloor := rowOf(rows, "floor")
+	var lines []string
+	for _, r := range rows {
+		if r.target != "embedded" && r.target != "clickhouse" {
+			continue
+		}
+		stored := r.sustained()
+		var rates []string
+		if hasJaeger && jaeger.sustained() > 0 {
+			rates = append(rates, times(stored/jaeger.sustained())+" Jaeger's stored/s")
+		}
+		if hasCollector && collector.res.SpansPerSecond() > 0 {
+			rates = append(rates, times(stored/collector.res.SpansPerSecond())+" the Collector's")
+		}
+		var parts []string
+		if len(rates) > 0 {
+			parts = append(parts, strings.Join(rates, ", "))
+		}
+		if hasFloor && floor.floorPerM > 0 {
+			parts = append(parts, "CPU per stored span "+times(r.cpuPerMillion()/floor.floorPerM)+" the floor")
+		}
+		if len(parts) > 0 {
+			lines = append(lines, r.name+": "+strings.Join(parts, "; "))
+		}
+	}
+	return lines
+}
+
+// times writes a ratio with two significant digits, never in exponent form.
+func times(v float64) string {
+	if v >= 10 {
+		return fmt.Sprintf("%.0f×", v)
+	}
+	return fmt.Sprintf("%.2g×", v)
 }
 
 func machine() string {
