@@ -91,7 +91,7 @@ func newServerMetrics(reg prometheus.Registerer) (*serverMetrics, error) {
 		}),
 		inflightBytes: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: metricNamespace, Subsystem: metricSubsystem, Name: "in_flight_bytes",
-			Help: "Request bytes held now (ingest.max_in_flight_bytes): HTTP bodies being read and requests being processed.",
+			Help: "Request memory held now (ingest.max_in_flight_bytes): HTTP bodies being read, and requests being processed at what they take decoded.",
 		}),
 		grpcStreams: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: metricNamespace, Subsystem: metricSubsystem, Name: "grpc_streams",

@@ -56,7 +56,7 @@ type Server struct {
 	// handler puts a token in to start, takes it out when done. Shutdown
 	// fills them to wait for the handlers and to keep new ones out.
 	grpcSlots, httpSlots chan struct{}
-	// inflight bounds the request bytes held (ingest.max_in_flight_bytes).
+	// inflight bounds the request memory held (ingest.max_in_flight_bytes).
 	inflight *byteBudget
 
 	grpc     *grpc.Server

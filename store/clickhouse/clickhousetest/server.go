@@ -4,6 +4,7 @@
 package clickhousetest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -64,20 +65,33 @@ func StartIn(dir string) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{dir: dir, binary: bin}
-	if s.tcpPort, err = freePort(); err != nil {
-		return nil, err
+	// A port found free can be taken by another test's process before the
+	// server binds it: then the server exits, and it is started again on
+	// other ports.
+	for attempt := 1; ; attempt++ {
+		if s.tcpPort, err = freePort(); err != nil {
+			return nil, err
+		}
+		if s.httpPort, err = freePort(); err != nil {
+			return nil, err
+		}
+		if err := s.writeConfig(); err != nil {
+			return nil, err
+		}
+		_ = os.Remove(filepath.Join(dir, "log", "error.log")) // an earlier attempt's
+		err = s.Start()
+		if err == nil {
+			return s, nil
+		}
+		if !errors.Is(err, errPortTaken) || attempt == 3 {
+			return nil, err
+		}
 	}
-	if s.httpPort, err = freePort(); err != nil {
-		return nil, err
-	}
-	if err := s.writeConfig(); err != nil {
-		return nil, err
-	}
-	if err := s.Start(); err != nil {
-		return nil, err
-	}
-	return s, nil
 }
+
+// errPortTaken is a server that exited because a port it was given was in
+// use.
+var errPortTaken = errors.New("a port was in use")
 
 // PID returns the server process id (0 when stopped), for resource figures.
 func (s *Server) PID() int {
@@ -138,7 +152,12 @@ func (s *Server) Start() error {
 		case err := <-exited:
 			s.cmd = nil
 			log, _ := os.ReadFile(filepath.Join(s.dir, "stdout.log"))
-			return fmt.Errorf("clickhouse-server exited before accepting connections: %v\n%s", err, tail(log, 2000))
+			errLog, _ := os.ReadFile(filepath.Join(s.dir, "log", "error.log"))
+			err = fmt.Errorf("clickhouse-server exited before accepting connections: %v\n%s\nerror.log:\n%s", err, tail(log, 2000), tail(errLog, 4000))
+			if bytes.Contains(errLog, []byte("Address already in use")) {
+				err = fmt.Errorf("%w: %w", errPortTaken, err)
+			}
+			return err
 		case <-ctx.Done():
 			_ = cmd.Process.Kill()
 			<-exited
