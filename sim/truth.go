@@ -442,7 +442,7 @@ func (r *recorder) groundLog(p plan) groundtruth.Log {
 		log.Calls = append(log.Calls, &groundtruth.Call{
 			Trace: trace(c.req), Caller: caller, Callee: p.services[c.callee], Parent: c.parent - 1,
 			Start: c.start, End: c.end, OwnTimeout: c.ownTimeout,
-			TimerFired: c.timedOut && c.ownTimeout > 0, GaveUp: c.gaveUp, TimedOut: c.timedOut,
+			TimerFired: c.timedOut && ownTimerEnded(c), GaveUp: c.gaveUp, TimedOut: c.timedOut,
 			Logical: c.policy.logical, Attempt: c.policy.attempt,
 			MaxAttempts: c.policy.maxAttempts, Backoff: c.policy.backoff,
 		})
@@ -525,4 +525,13 @@ func later(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// ownTimerEnded reports whether call c ended at its own timer rather than
+// earlier, at the deadline it inherited: only such calls show budgetd the
+// timer's value (under load an inherited deadline cuts calls at varying
+// lengths, which tell nothing about the timer). The timer starts just
+// before the call's recorded start, hence the millisecond.
+func ownTimerEnded(c callRec) bool {
+	return c.ownTimeout > 0 && c.end.Sub(c.start) >= c.ownTimeout-time.Millisecond
 }
