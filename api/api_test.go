@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -29,7 +28,7 @@ import (
 	"github.com/budgetd/budgetd/store/chsql"
 	"github.com/budgetd/budgetd/store/clickhouse"
 	"github.com/budgetd/budgetd/store/clickhouse/clickhousetest"
-	"github.com/budgetd/budgetd/store/embedded"
+	"github.com/budgetd/budgetd/store/embedded/embeddedtest"
 )
 
 // fixtureNames are loaded into every engine under test.
@@ -89,20 +88,7 @@ func loadFixtures(t *testing.T, st store.Store) loaded {
 	return l
 }
 
-// chdbDir is the chDB data directory of this test process (one engine per
-// process, one directory per process).
-var chdbDir string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "budgetd-api-chdb-")
-	if err != nil {
-		panic(err)
-	}
-	chdbDir = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { embeddedtest.Main(m) }
 
 type engineUnderTest struct {
 	name string
@@ -111,16 +97,7 @@ type engineUnderTest struct {
 
 func engines() []engineUnderTest {
 	return []engineUnderTest{
-		{"embedded", func(t *testing.T) *chsql.Store {
-			ctx := context.Background()
-			s, err := embedded.Open(ctx, embedded.Config{DataDir: chdbDir, Database: fmt.Sprintf("apitest_%d", time.Now().UnixNano())})
-			require.NoError(t, err)
-			t.Cleanup(func() {
-				_ = s.Conn().Exec(ctx, "DROP DATABASE IF EXISTS "+s.Database(), nil)
-				_ = s.Close()
-			})
-			return s
-		}},
+		{"embedded", func(t *testing.T) *chsql.Store { return embeddedtest.Open(t, "apitest") }},
 		{"clickhouse", func(t *testing.T) *chsql.Store {
 			srv := clickhousetest.Start(t)
 			cfg := clickhouse.DefaultConfig()

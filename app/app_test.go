@@ -20,29 +20,17 @@ import (
 	"github.com/budgetd/budgetd/fixtures"
 	"github.com/budgetd/budgetd/ingest"
 	"github.com/budgetd/budgetd/schema"
+	"github.com/budgetd/budgetd/store/embedded/embeddedtest"
 )
 
-// chdbDir is the chDB data directory of this test process (one engine per
-// process, one directory per process).
-var chdbDir string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "budgetd-app-chdb-")
-	if err != nil {
-		panic(err)
-	}
-	chdbDir = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { embeddedtest.Main(m) }
 
 // testConfig runs everything on loopback ports chosen by the kernel, the
 // embedded store and a temporary write-ahead log, with a short idle period
 // so traces are analysed within the test.
 func testConfig(t *testing.T) config.Config {
 	cfg := config.DefaultConfig()
-	cfg.Store.Embedded.DataDir = chdbDir
+	cfg.Store.Embedded.DataDir = embeddedtest.DataDir(t)
 	cfg.Store.Embedded.Database = fmt.Sprintf("apptest_%d", time.Now().UnixNano())
 	cfg.Ingest.Durability.WAL.Dir = t.TempDir()
 	cfg.Ingest.Server.GRPC.Endpoint = "127.0.0.1:0"

@@ -2,8 +2,6 @@ package durable
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -16,23 +14,14 @@ import (
 	"github.com/budgetd/budgetd/store/chsql"
 	"github.com/budgetd/budgetd/store/clickhouse"
 	"github.com/budgetd/budgetd/store/clickhouse/clickhousetest"
-	"github.com/budgetd/budgetd/store/embedded"
+	"github.com/budgetd/budgetd/store/embedded/embeddedtest"
 	"github.com/budgetd/budgetd/store/storetest"
 	"github.com/budgetd/budgetd/wal"
 )
 
-// chdbDir is the chDB data directory of this test process (one engine per
-// process, one directory per process).
-var chdbDir string
-
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "budgetd-durable-chdb-")
-	if err != nil {
-		panic(err)
-	}
-	chdbDir = dir
 	// chDB's engine runs its own threads; goleak checks Go goroutines only.
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { os.RemoveAll(dir) }))
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { embeddedtest.Cleanup() }))
 }
 
 // recordingSink remembers the spans it was handed.
@@ -70,17 +59,7 @@ func testConfig(dir string) Config {
 	return cfg
 }
 
-func embeddedStore(t *testing.T) *chsql.Store {
-	t.Helper()
-	ctx := context.Background()
-	s, err := embedded.Open(ctx, embedded.Config{DataDir: chdbDir, Database: fmt.Sprintf("durable_%d", time.Now().UnixNano())})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = s.Conn().Exec(ctx, "DROP DATABASE IF EXISTS "+s.Database(), nil)
-		_ = s.Close()
-	})
-	return s
-}
+func embeddedStore(t *testing.T) *chsql.Store { return embeddedtest.Open(t, "durable") }
 
 // waitFor polls cond until it holds or a minute passes.
 func waitFor(t *testing.T, what string, cond func() bool) {

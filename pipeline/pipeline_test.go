@@ -21,33 +21,14 @@ import (
 	"github.com/budgetd/budgetd/schema"
 	"github.com/budgetd/budgetd/store"
 	"github.com/budgetd/budgetd/store/chsql"
-	"github.com/budgetd/budgetd/store/embedded"
+	"github.com/budgetd/budgetd/store/embedded/embeddedtest"
 )
 
-// dataDir is shared by the package's tests: chDB runs one engine per
-// process, and each test process gets its own directory.
-var dataDir string
-
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "budgetd-pipeline-chdb-")
-	if err != nil {
-		panic(err)
-	}
-	dataDir = dir
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { os.RemoveAll(dir) }))
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { embeddedtest.Cleanup() }))
 }
 
-func openStore(t *testing.T, db string) *chsql.Store {
-	t.Helper()
-	ctx := context.Background()
-	s, err := embedded.Open(ctx, embedded.Config{DataDir: dataDir, Database: db})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = s.Conn().Exec(ctx, "DROP DATABASE IF EXISTS "+db, nil)
-		_ = s.Close()
-	})
-	return s
-}
+func openStore(t *testing.T, db string) *chsql.Store { return embeddedtest.Open(t, db) }
 
 func fixtureSpans(t *testing.T, name string) []schema.Span {
 	t.Helper()

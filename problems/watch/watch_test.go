@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -19,33 +18,12 @@ import (
 	"github.com/budgetd/budgetd/problems"
 	"github.com/budgetd/budgetd/schema"
 	"github.com/budgetd/budgetd/store/chsql"
-	"github.com/budgetd/budgetd/store/embedded"
+	"github.com/budgetd/budgetd/store/embedded/embeddedtest"
 )
 
-var chdbDir string
+func TestMain(m *testing.M) { embeddedtest.Main(m) }
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "budgetd-watch-chdb-")
-	if err != nil {
-		panic(err)
-	}
-	chdbDir = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-func openStore(t *testing.T) *chsql.Store {
-	t.Helper()
-	ctx := context.Background()
-	s, err := embedded.Open(ctx, embedded.Config{DataDir: chdbDir, Database: fmt.Sprintf("watchtest_%d", time.Now().UnixNano())})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = s.Conn().Exec(ctx, "DROP DATABASE IF EXISTS "+s.Database(), nil)
-		_ = s.Close()
-	})
-	return s
-}
+func openStore(t *testing.T) *chsql.Store { return embeddedtest.Open(t, "watchtest") }
 
 var t0 = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
 
