@@ -11,8 +11,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // slowSenders is more than ingest.max_concurrent_requests (64): before
@@ -174,4 +177,37 @@ func trickleGRPC(t *testing.T, addr string, n int) <-chan uint32 {
 		require.NoError(t, write(func() error { return fr.WriteData(id, false, append(prefix, "0123456789"...)) }))
 	}
 	return ended
+}
+
+// TestInFlightChargesDecodedSize checks that a request is charged for
+// what it takes decoded, not its bytes: with half of
+// ingest.max_in_flight_bytes (8 MiB) held by trickling HTTP bodies, a
+// 540 KB request of 60,000 empty attributes (about 9 MiB decoded) is
+// refused on both ports as overloaded, to be retried, while a realistic
+// request of the same room is taken. Charged by its bytes, it was taken.
+func TestInFlightChargesDecodedSize(t *testing.T) {
+	st := openEmbedded(t)
+	cfg := testConfig()
+	cfg.HTTP.MaxRequestBytes = 4 << 20
+	cfg.MaxInFlightBytes = 8 << 20
+	cfg.HTTP.ReadTimeout = time.Minute // longer than the test: nothing is cut off
+	ts := startServer(t, st, cfg)
+
+	trickleHTTP(t, ts.httpAddr, 16)
+	waitFor(t, "the trickling bodies to hold half the budget", func() bool {
+		return metricValue(t, ts, "budgetd_ingest_in_flight_bytes", nil) == 16*budgetStep
+	})
+	heavy := manyAttrs(t, 60, 1000, 0, func(m pcommon.Map, k string) { m.PutEmpty(k) })
+	require.Less(t, len(heavy), 8<<20-16*budgetStep, "its bytes alone would fit")
+	require.Greater(t, decodedSize(heavy), int64(4<<20), "decoded, it does not")
+
+	_, err := exportRaw(t, dialGRPC(t, ts), heavy, "")
+	require.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
+	a := post(t, ts, http.MethodPost, tracesPath, contentTypeProtobuf, "", heavy)
+	require.Equal(t, http.StatusServiceUnavailable, a.status, "body: %s", a.body)
+
+	light := encode(t, tracesWithBad(11, 50, 0, 0), encodingProtobuf)
+	a = post(t, ts, http.MethodPost, tracesPath, contentTypeProtobuf, "", light)
+	require.Equal(t, http.StatusOK, a.status, "body: %s", a.body)
+	require.Equal(t, uint64(50), countRows(t, st))
 }
