@@ -313,7 +313,7 @@ func scoreFindings(t *testing.T, ex experiment) []groundtruth.Score {
 		if falseKeys[keys[i]] {
 			delete(falseKeys, keys[i])
 			if perKind[f.Kind]++; perKind[f.Kind] <= 3 {
-				t.Logf("false %s on %s → %s trace %s: %v", f.Kind, f.Service, f.CalleeService, f.TraceID, f.Evidence)
+				t.Logf("false %s on %s → %s trace %s: %v; truth: %s", f.Kind, f.Service, f.CalleeService, f.TraceID, f.Evidence, truth.Notes[keys[i]])
 			}
 		}
 	}

@@ -271,6 +271,9 @@ type wire struct {
 }
 
 func (t *wire) RoundTrip(r *http.Request) (*http.Response, error) {
+	if id, ok := r.Context().Value(callKey{}).(int); ok {
+		t.rec.bindSpan(r.Context(), spanOf{call: id}) // the CLIENT span
+	}
 	if err := sleep(r.Context(), t.rng.sample(t.transit)); err != nil {
 		return nil, t.failed(r, err)
 	}
@@ -387,6 +390,7 @@ func (h *hop) record(next http.Handler) http.Handler {
 		}
 		inv := &invocation{req: req}
 		inv.id = h.rec.startInvocation(req, h.index, call, received, time.Now())
+		h.rec.bindSpan(r.Context(), spanOf{inv: inv.id}) // the SERVER span
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), invocationKey{}, inv)))
 		// recordEnd ends it (a request the budget middleware refused never
 		// reached serve).

@@ -88,8 +88,8 @@ func newExporter(ctx context.Context, cfg Config) (sdktrace.SpanExporter, error)
 
 // newProvider returns a TracerProvider for one service: its own resource,
 // a batch processor and its own exporter, as a separately deployed service
-// would have.
-func newProvider(ctx context.Context, cfg Config, service string, n *spanCounter) (*sdktrace.TracerProvider, error) {
+// would have, and the recorder's span clock.
+func newProvider(ctx context.Context, cfg Config, service string, n *spanCounter, rec *recorder) (*sdktrace.TracerProvider, error) {
 	exp, err := newExporter(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -101,6 +101,7 @@ func newProvider(ctx context.Context, cfg Config, service string, n *spanCounter
 	return sdktrace.NewTracerProvider(
 		sdktrace.WithResource(res),
 		sdktrace.WithSampler(sdktrace.AlwaysSample()),
+		sdktrace.WithSpanProcessor(spanClock{rec}),
 		sdktrace.WithBatcher(countingExporter{SpanExporter: exp, n: n},
 			sdktrace.WithBatchTimeout(cfg.BatchTimeout),
 			sdktrace.WithMaxQueueSize(maxQueuedSpans),

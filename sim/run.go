@@ -174,7 +174,7 @@ func startChain(ctx context.Context, sc Scenario, cfg Config, n int) (_ *chain, 
 
 	cl := sc.Client
 	clientSvc := cfg.ServicePrefix + cl.Service
-	clientTP, err := newProvider(ctx, cfg, clientSvc, c.spans)
+	clientTP, err := newProvider(ctx, cfg, clientSvc, c.spans, c.rec)
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +203,7 @@ func startChain(ctx context.Context, sc Scenario, cfg Config, n int) (_ *chain, 
 	c.callers = append(c.callers, c.client)
 
 	for i, h := range hops {
-		tp, err := newProvider(ctx, cfg, c.plan.services[i], c.spans)
+		tp, err := newProvider(ctx, cfg, c.plan.services[i], c.spans, c.rec)
 		if err != nil {
 			return nil, err
 		}

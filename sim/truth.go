@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/budgetd/budgetd/schema"
 	"github.com/budgetd/budgetd/sim/groundtruth"
 )
@@ -142,6 +144,8 @@ type recorder struct {
 	invs     []invRec
 	reqs     []reqRec
 	logicals int
+	// spans maps the spans bound with bindSpan, until they end.
+	spans map[trace.SpanID]spanOf
 }
 
 // callRec is one call attempt.
@@ -174,6 +178,7 @@ type invRec struct {
 	cancelAt       time.Time // zero: no cancellation observed while it ran
 	budgetMs       float64   // received budget in real ms; NaN when none
 	rejected       bool      // refused by the budget middleware
+	spanEnd        bool      // end is the SERVER span's own end time (spanClock)
 }
 
 // reqRec is one request of the client.
@@ -206,7 +211,8 @@ func (r *recorder) startCall(req, parent, callee int, policy retryPolicy, ownTim
 
 // endCall records when the caller stopped waiting for call id; the first
 // record counts (an attempt that got no answer is recorded when its CLIENT
-// span ended, before the attempt returns).
+// span ended, before the attempt returns), and the CLIENT span's own end
+// time replaces it (spanEnded).
 func (r *recorder) endCall(id int, at time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -231,10 +237,34 @@ func (r *recorder) startInvocation(req, hop, call int, budgetMs float64, at time
 	return len(r.invs)
 }
 
+// endInvocation records how invocation id ended; at is its end unless its
+// SERVER span's own end time is known already.
 func (r *recorder) endInvocation(id int, at, cancelAt time.Time, rejected bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.invs[id-1].end, r.invs[id-1].cancelAt, r.invs[id-1].rejected = at, cancelAt, rejected
+	inv := &r.invs[id-1]
+	if !inv.spanEnd {
+		inv.end = at
+	}
+	inv.cancelAt, inv.rejected = cancelAt, rejected
+}
+
+// spanEnded records that span id ended at end: for a bound span, that is
+// the end of its call attempt or invocation, whatever was recorded before.
+func (r *recorder) spanEnded(id trace.SpanID, end time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	of, ok := r.spans[id]
+	if !ok {
+		return
+	}
+	delete(r.spans, id)
+	switch {
+	case of.call > 0:
+		r.calls[of.call-1].end = end
+	case of.inv > 0:
+		r.invs[of.inv-1].end, r.invs[of.inv-1].spanEnd = end, true
+	}
 }
 
 func (r *recorder) request(i int, rec reqRec) {
@@ -433,14 +463,14 @@ func (r *recorder) groundLog(p plan) groundtruth.Log {
 			log.Requests = append(log.Requests, &groundtruth.Request{Trace: rr.traceID, Start: rr.start, Deadline: rr.deadline})
 		}
 	}
-	trace := func(req int) string { return r.reqs[req].traceID }
+	traceOf := func(req int) string { return r.reqs[req].traceID }
 	for _, c := range r.calls {
 		caller := p.client
 		if c.parent > 0 {
 			caller = p.services[r.invs[c.parent-1].hop]
 		}
 		log.Calls = append(log.Calls, &groundtruth.Call{
-			Trace: trace(c.req), Caller: caller, Callee: p.services[c.callee], Parent: c.parent - 1,
+			Trace: traceOf(c.req), Caller: caller, Callee: p.services[c.callee], Parent: c.parent - 1,
 			Start: c.start, End: c.end, OwnTimeout: c.ownTimeout,
 			TimerFired: c.timedOut && ownTimerEnded(c), GaveUp: c.gaveUp, TimedOut: c.timedOut,
 			Logical: c.policy.logical, Attempt: c.policy.attempt,
@@ -449,7 +479,7 @@ func (r *recorder) groundLog(p plan) groundtruth.Log {
 	}
 	for _, inv := range r.invs {
 		log.Invs = append(log.Invs, &groundtruth.Invocation{
-			Trace: trace(inv.req), Service: p.services[inv.hop], Call: inv.call - 1,
+			Trace: traceOf(inv.req), Service: p.services[inv.hop], Call: inv.call - 1,
 			Start: inv.start, End: inv.end, CancelAt: inv.cancelAt, Rejected: inv.rejected,
 		})
 	}

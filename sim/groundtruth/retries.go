@@ -2,7 +2,6 @@ package groundtruth
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -34,20 +33,21 @@ func (b *Builder) UnfundedRetryPolicies() {
 
 // RetriesWithoutBudget adds retry_without_budget for every attempt after the
 // first that started with nothing left, or with less left than a call of
-// its edge needs (DESIGN §5). What a call needs is the edge's median call
-// duration once the edge has MinEdgeSamples calls, or the trace's own
-// evidence: every earlier attempt of the call timed out, so the shortest
-// of them is the least an attempt needs. budgetd uses the median when the
-// edge's statistics have enough samples by the time it analyses the trace,
-// and the trace's evidence before that; an attempt the two judge
-// differently is Ambiguous. A median within 10 % or ClearMargin of R is
-// too close to call.
+// its edge needs (DESIGN §5). What a call needs is the edge's median
+// latency once the edge has MinEdgeSamples latency samples, or the trace's
+// own evidence: every earlier attempt of the call timed out, so the
+// shortest of them is the least an attempt needs. budgetd uses the median
+// when the edge's statistics have enough samples by the time it analyses
+// the trace, and the trace's evidence before that; an attempt the two judge
+// differently is Ambiguous. The median is known only to a band
+// (edgeLatency.medianBand), and one within 10 % or ClearMargin of R is too
+// close to call.
 //
 // Without attributes R is known only where the deadline that sets it can
 // be inferred (its timer fired often enough); elsewhere a real case is
 // Ambiguous.
 func (b *Builder) RetriesWithoutBudget() {
-	median := b.edgeMedians()
+	lat := b.edgeLatencies()
 	fires := b.timerFires()
 	for _, g := range b.logicalCalls() {
 		for k, ci := range g {
@@ -71,9 +71,9 @@ func (b *Builder) RetriesWithoutBudget() {
 			default:
 				fromTrace, need := b.earlierAttemptsNeed(g[:k])
 				why = fmt.Sprintf(", earlier attempts need %v", need)
-				if m, ok := median[[2]string{c.Caller, c.Callee}]; ok {
-					v = agree(needs(m, r), fromTrace(r))
-					why += fmt.Sprintf(", edge median %v", m)
+				if lo, hi, ok := lat[[2]string{c.Caller, c.Callee}].medianBand(); ok {
+					v = agree(needsBand(lo, hi, r), fromTrace(r))
+					why += fmt.Sprintf(", edge median %v to %v", lo, hi)
 				} else {
 					v = fromTrace(r)
 				}
@@ -84,6 +84,13 @@ func (b *Builder) RetriesWithoutBudget() {
 			b.AddNoted(v, e, fmt.Sprintf("attempt %d with R %v%s", c.Attempt, r, why))
 		}
 	}
+}
+
+// needsBand judges whether an attempt that needs somewhere from lo to hi
+// can finish with r left: Yes only when it cannot for any of them, No only
+// when it can for all.
+func needsBand(lo, hi, r time.Duration) Verdict {
+	return agree(needs(lo, r), needs(hi, r))
 }
 
 // needs judges whether an attempt that needs need can finish with r left.
@@ -129,40 +136,6 @@ func (b *Builder) earlierAttemptsNeed(earlier []int) (func(r time.Duration) Verd
 		return never, 0
 	}
 	return func(r time.Duration) Verdict { return needs(need, r) }, need
-}
-
-// edgeMedians returns the median latency of every edge with at least
-// MinEdgeSamples samples, as budgetd measures an edge's latency: the
-// callee's own duration where it has an invocation (the caller's span stops
-// at its timeout), the call's otherwise. budgetd also leaves out callees
-// that stopped at a deadline; which ones it can tell from spans is not
-// mirrored here, and the wide margin of needs, with the trace's own
-// evidence having to agree, keeps such cases unscored.
-func (b *Builder) edgeMedians() map[[2]string]time.Duration {
-	first := make([]*Invocation, len(b.log.Calls))
-	for _, inv := range b.log.Invs {
-		if inv.Call >= 0 && first[inv.Call] == nil {
-			first[inv.Call] = inv
-		}
-	}
-	durations := map[[2]string][]time.Duration{}
-	for i, c := range b.log.Calls {
-		k := [2]string{c.Caller, c.Callee}
-		d := c.End.Sub(c.Start)
-		if inv := first[i]; inv != nil {
-			d = inv.End.Sub(inv.Start)
-		}
-		durations[k] = append(durations[k], d)
-	}
-	out := map[[2]string]time.Duration{}
-	for k, ds := range durations {
-		if len(ds) < MinEdgeSamples {
-			continue
-		}
-		sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
-		out[k] = ds[len(ds)/2]
-	}
-	return out
 }
 
 // edgeDeadlineObservable reports whether budgetd can infer the edge's own

@@ -63,8 +63,9 @@ type Truth struct {
 	// Ambiguous are borderline cases (within the margins of a threshold) and
 	// cases budgetd may or may not be able to see; they are not scored.
 	Ambiguous []Expect
-	// Notes say, for expected and ambiguous cases, what the truth measured
-	// (the first instance of each), to read next to a miss.
+	// Notes say what the truth measured of a case (the first instance of
+	// each; a clean one only where no instance was expected or ambiguous),
+	// to read next to a miss or a false finding.
 	Notes map[Expect]string
 }
 
@@ -143,6 +144,10 @@ func (b *Builder) AddNoted(v Verdict, e Expect, note string) {
 			if note != "" {
 				b.note(e, "ambiguous: "+note)
 			}
+		}
+	case No:
+		if _, noted := b.t.Notes[e]; !noted && note != "" {
+			b.note(e, "clean: "+note)
 		}
 	}
 }
@@ -296,12 +301,30 @@ func (b *Builder) timersDeadline(trace string, parent int) (time.Time, bool) {
 }
 
 // timerFires counts, per caller → callee edge, the calls that ended because
-// their own timer fired: what budgetd infers an edge's timeout from.
+// their own timer fired: what budgetd infers an edge's timeout from. An
+// edge whose answered calls often took longer than its timer counts none:
+// budgetd trusts an estimate from k fires only with confidence
+// k/(k+2) · k/(k+slower) of at least 0.5, where slower are the answered
+// calls longer than the estimate by more than one timer's width (on a
+// loaded machine, a callee whose work takes nearly the timeout answers
+// past it about as often as the timer fires), and the truth counts the
+// edge only when that is clearly met (0.6).
 func (b *Builder) timerFires() map[[2]string]int {
 	n := map[[2]string]int{}
+	slower := map[[2]string]int{}
 	for _, c := range b.log.Calls {
-		if c.TimerFired {
-			n[[2]string{c.Caller, c.Callee}]++
+		k := [2]string{c.Caller, c.Callee}
+		switch d := c.End.Sub(c.Start); {
+		case c.TimerFired:
+			n[k]++
+		case !c.GaveUp && c.OwnTimeout > 0 && d > c.OwnTimeout+stopWidth(c.OwnTimeout):
+			slower[k]++
+		}
+	}
+	for k, fired := range n {
+		f := float64(fired)
+		if f/(f+2)*f/(f+float64(slower[k])) < 0.6 {
+			n[k] = 0
 		}
 	}
 	return n
@@ -314,7 +337,7 @@ func (b *Builder) timerFires() map[[2]string]int {
 // Without attributes (stripped, or a scenario that records none), budgetd
 // knows a timeout only from calls that ended at it: a call is expected only
 // when its edge's timer fired at least MinSamples times and so did the timer
-// that set R; otherwise a real inversion is Ambiguous.
+// that set R (timerFires); otherwise a real inversion is Ambiguous.
 func (b *Builder) Inversions(recorded bool) {
 	fires := b.timerFires()
 	for _, c := range b.log.Calls {
@@ -340,8 +363,11 @@ func (b *Builder) Inversions(recorded bool) {
 			// timeout is not told apart.
 			v = Unsure
 		}
-		b.AddNoted(v, Expect{Kind: schema.KindTimeoutInversion, TraceID: c.Trace, Service: c.Caller, Callee: c.Callee},
-			fmt.Sprintf("timeout %v, R %v", c.OwnTimeout, d.Sub(c.Start)))
+		note := fmt.Sprintf("timeout %v, R %v", c.OwnTimeout, d.Sub(c.Start))
+		if !recorded {
+			note += fmt.Sprintf(", the edge's timer counted as fired %d times", fires[[2]string{c.Caller, c.Callee}])
+		}
+		b.AddNoted(v, Expect{Kind: schema.KindTimeoutInversion, TraceID: c.Trace, Service: c.Caller, Callee: c.Callee}, note)
 	}
 }
 
@@ -363,51 +389,50 @@ func (b *Builder) deadlineObservable(c *Call, fires map[[2]string]int) bool {
 	return false
 }
 
-// Latency adds latency_inversion on the edge caller → callee when the
+// latency adds latency_inversion on the edge caller → callee when the
 // callee's slow tail outlived its caller's patience: so many of its calls
 // ended with the caller timing out (a cancelled call, such as a losing
 // hedge, is no timeout) while the callee kept working for at least
 // ClearMargin past one timer's width that the p99 lies well inside that
 // tail (twice the samples at or above the p99, p99Tail): budgetd's p99 is a
 // sketch over the callees' spans, and a tail of one or two calls is a coin
-// flip.
+// flip. budgetd judges an edge on MinEdgeSamples latency samples, and a
+// callee that stopped with its caller or at its deadline is none (lat): an
+// edge with too few is clean, one that may have too few is Ambiguous.
 // With a smaller tail, or when the caller's timeout cannot be known (known
 // false), the case is Ambiguous. A callee that stops at the deadline it was
 // given has no such tail and is clean (DESIGN §5, the recommended design).
-func (b *Builder) Latency(caller, callee string, known bool) {
-	n, tail, near := 0, 0, 0
+func (b *Builder) latency(caller, callee string, known bool, lat *edgeLatency) {
+	tail, near := 0, 0
 	for ci, c := range b.log.Calls {
-		if c.Caller != caller || c.Callee != callee {
-			continue
-		}
-		n++
-		if !c.TimedOut {
+		if c.Caller != caller || c.Callee != callee || !c.TimedOut {
 			continue
 		}
 		// budgetd takes a callee that ends within one timer's width of the
-		// call (2 % of the wait, at least its 5 ms tolerance) as stopping
-		// with it, measured between span ends: the tail starts past that.
-		width := max(c.End.Sub(c.Start)/50, 5*time.Millisecond)
+		// call as stopping with it, measured between span ends: the tail
+		// starts past that.
+		width := stopWidth(c.End.Sub(c.Start))
 		for _, inv := range b.log.Invs {
 			if inv.Call != ci {
 				continue
 			}
-			switch Judge(inv.End.Sub(c.End) - width) {
-			case Yes:
+			switch v := Judge(inv.End.Sub(c.End) - width); {
+			case v == Yes && b.stoppedEarly(c, inv) == No:
 				tail++
-			case Unsure:
+			case v != No:
 				near++
 			}
 		}
 	}
+	least, most := lat.counted()
 	e := Expect{Kind: schema.KindLatencyInversion, Service: caller, Callee: callee}
 	switch {
-	case n < MinEdgeSamples || tail+near == 0:
-		b.Add(No, e)
-	case tail >= 2*p99Tail(n) && known:
-		b.AddNoted(Yes, e, fmt.Sprintf("%d of %d calls timed out with the callee working on (%d near)", tail, n, near))
+	case most < MinEdgeSamples || tail+near == 0:
+		b.AddNoted(No, e, fmt.Sprintf("%d latency samples, %d timed out with the callee working on (%d near)", most, tail, near))
+	case tail >= 2*p99Tail(most) && known && least >= MinEdgeSamples:
+		b.AddNoted(Yes, e, fmt.Sprintf("%d of %d latency samples timed out with the callee working on (%d near)", tail, least, near))
 	default:
-		b.Add(Unsure, e)
+		b.AddNoted(Unsure, e, fmt.Sprintf("%d to %d latency samples, %d timed out with the callee working on (%d near)", least, most, tail, near))
 	}
 }
 
@@ -424,8 +449,9 @@ func p99Tail(n int) int {
 // timer fired on at least MinSamples calls (budgetd infers it).
 func (b *Builder) LatencyAll(recorded bool) {
 	fires := b.timerFires()
+	lat := b.edgeLatencies()
 	for _, k := range b.edges() {
-		b.Latency(k[0], k[1], recorded || fires[k] >= MinSamples)
+		b.latency(k[0], k[1], recorded || fires[k] >= MinSamples, lat[k])
 	}
 }
 

@@ -1,0 +1,53 @@
+package sim
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/trace"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+)
+
+// spanClock is a span processor that hands the recorder the instant each
+// bound span ended, as the instrumentation stamped it. The ground truth
+// then measures a call's give-up and a hop's end at the very instants
+// budgetd reads from the spans, rather than at a clock reading the
+// simulator takes afterwards: on a loaded machine the goroutine that takes
+// that reading can be descheduled for several milliseconds between the two,
+// which made the truth and budgetd judge one overrun on different figures.
+//
+// OnEnd runs synchronously inside span.End, before the span is queued for
+// export.
+type spanClock struct{ rec *recorder }
+
+var _ sdktrace.SpanProcessor = spanClock{}
+
+func (c spanClock) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+
+func (c spanClock) OnEnd(s sdktrace.ReadOnlySpan) {
+	c.rec.spanEnded(s.SpanContext().SpanID(), s.EndTime())
+}
+
+func (c spanClock) Shutdown(context.Context) error   { return nil }
+func (c spanClock) ForceFlush(context.Context) error { return nil }
+
+// spanOf is what a bound span records: call attempt id (a CLIENT span) or
+// invocation id (a SERVER span), both 1-based.
+type spanOf struct {
+	call, inv int
+}
+
+// bindSpan ties the span of ctx to call attempt call or invocation inv (the
+// other 0), so that its end time is recorded when it ends.
+func (r *recorder) bindSpan(ctx context.Context, of spanOf) {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.spans == nil {
+		r.spans = map[trace.SpanID]spanOf{}
+	}
+	r.spans[sc.SpanID()] = of
+}
