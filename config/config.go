@@ -32,6 +32,27 @@ type Config struct {
 	API      api.Config      `yaml:"api"`
 	Ingest   IngestConfig    `yaml:"ingest"`
 	Problems problems.Config `yaml:"problems"`
+	Memory   MemoryConfig    `yaml:"memory"`
+}
+
+// MemoryConfig is the `memory` section: Go's soft memory limit for `budgetd
+// serve` (package memlimit). GOMEMLIMIT in the environment overrides it.
+type MemoryConfig struct {
+	// GoLimitBytes is the limit in bytes: 0 derives it from the
+	// configuration's bounds (memlimit.Choose), -1 sets none.
+	GoLimitBytes int64 `yaml:"go_limit_bytes"`
+}
+
+// minGoLimitBytes is the least explicit limit accepted: below it Go would
+// collect continuously whatever the load.
+const minGoLimitBytes = 64 << 20
+
+// Validate checks memory.go_limit_bytes.
+func (m MemoryConfig) Validate() error {
+	if m.GoLimitBytes < -1 || (m.GoLimitBytes > 0 && m.GoLimitBytes < minGoLimitBytes) {
+		return fmt.Errorf("memory.go_limit_bytes must be -1 (none), 0 (derived) or at least %d, not %d", minGoLimitBytes, m.GoLimitBytes)
+	}
+	return nil
 }
 
 // IngestConfig is the `ingest` section: the OTLP receivers, and the write
@@ -113,6 +134,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := c.Problems.Validate(); err != nil {
+		return err
+	}
+	if err := c.Memory.Validate(); err != nil {
 		return err
 	}
 	return c.WithDerived().Ingest.Durability.Validate()

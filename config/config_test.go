@@ -49,6 +49,8 @@ func TestLoad(t *testing.T) {
 				require.Equal(t, 7, d.WAL.BatchSpans)
 				require.Equal(t, DefaultConfig().Ingest.Durability.WriteTimeout, d.WriteTimeout, "unset keys keep defaults")
 			}},
+		{name: "memory", yaml: "memory: {go_limit_bytes: 1073741824}\n",
+			check: func(t *testing.T, c Config) { require.Equal(t, int64(1<<30), c.Memory.GoLimitBytes) }},
 		{name: "the old durability string", yaml: "ingest: {durability: batch}\n", wantErr: "ingest.durability is a section now"},
 		{name: "the old wal section", yaml: "ingest: {wal: {dir: /x}}\n", wantErr: "ingest.wal and ingest.batch moved to ingest.durability.wal"},
 		{name: "the old batch section", yaml: "ingest: {batch: {max_spans: 1}}\n", wantErr: "moved to ingest.durability"},
@@ -70,6 +72,9 @@ func TestLoad(t *testing.T) {
 
 func TestValidateNamesKeys(t *testing.T) {
 	c := DefaultConfig()
+	c.Memory.GoLimitBytes = 1000
+	require.ErrorContains(t, c.Validate(), "memory.go_limit_bytes must be -1 (none), 0 (derived) or at least 67108864, not 1000")
+	c = DefaultConfig()
 	c.Analyze.Stream.Assembly.MaxTraces = 0
 	require.ErrorContains(t, c.Validate(), "analyze.assembly.max_traces must be > 0")
 	c = DefaultConfig()

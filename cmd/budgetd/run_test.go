@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -163,6 +165,29 @@ func TestServeDemo(t *testing.T) {
 		require.Positive(t, sum.FindingsByKind[k], "the demo shows %s", k)
 	}
 	require.NoError(t, sv.stop())
+}
+
+// TestServeSetsGoMemoryLimit starts serve with memory.go_limit_bytes and
+// reads the limit back from the runtime's own metric in /metrics; serve
+// restores the process's limit when it stops.
+func TestServeSetsGoMemoryLimit(t *testing.T) {
+	t.Setenv("GOMEMLIMIT", "") // the environment would win
+	before := debug.SetMemoryLimit(-1)
+	cfg := filepath.Join(t.TempDir(), "budgetd.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("memory: {go_limit_bytes: 943718400}\n"), 0o600))
+	srv := clickhousetest.Start(t)
+	sv := startServe(t, func(log string) bool { return strings.Contains(log, `msg="api listening" addr=`) },
+		"--config", cfg, "--store.engine", "clickhouse", "--store.clickhouse.dsn", srv.DSN("memlimit"))
+	require.Contains(t, sv.log.String(), `msg="go memory limit" bytes=943718400 source=memory.go_limit_bytes`)
+	_, rest, _ := strings.Cut(sv.log.String(), `msg="api listening" addr=`)
+	resp, err := http.Get("http://" + strings.Fields(rest)[0] + "/metrics")
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Contains(t, string(body), "\ngo_gc_gomemlimit_bytes 9.437184e+08\n")
+	require.NoError(t, sv.stop())
+	require.Equal(t, before, debug.SetMemoryLimit(-1), "serve restores the limit it replaced")
 }
 
 // openClickHouse starts a ClickHouse server for the test and opens

@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/budgetd/budgetd/app"
 	"github.com/budgetd/budgetd/config"
+	"github.com/budgetd/budgetd/memlimit"
 )
 
 // configFlags are the flags every command that reads the configuration has.
@@ -98,6 +101,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	log := newLogger(cfg.Log, stderr)
+	limit := memlimit.Choose(os.Getenv("GOMEMLIMIT"), cfg.Memory.GoLimitBytes, memlimit.Bounds{
+		Assembly: cfg.Analyze.Stream.Assembly.MaxBytes,
+		InFlight: cfg.Ingest.Server.MaxInFlightBytes,
+		Batch:    int64(cfg.Ingest.Durability.WAL.BatchBytes),
+	}, memlimit.MachineBytes())
+	previous := memlimit.Apply(limit)
+	defer memlimit.Apply(memlimit.Choice{Bytes: previous, Source: "restore"}) // serve runs in process in tests
+	log.Info("go memory limit", "bytes", debug.SetMemoryLimit(-1), "source", limit.Source, "why", limit.Why)
 
 	a, err := app.Start(ctx, cfg, log)
 	if err != nil {
