@@ -301,33 +301,43 @@ func (b *Builder) timersDeadline(trace string, parent int) (time.Time, bool) {
 }
 
 // timerFires counts, per caller → callee edge, the calls that ended because
-// their own timer fired: what budgetd infers an edge's timeout from. An
-// edge whose answered calls often took longer than its timer counts none:
-// budgetd trusts an estimate from k fires only with confidence
-// k/(k+2) · k/(k+slower) of at least 0.5, where slower are the answered
-// calls longer than the estimate by more than one timer's width (on a
-// loaded machine, a callee whose work takes nearly the timeout answers
-// past it about as often as the timer fires), and the truth counts the
-// edge only when that is clearly met (0.6).
+// their own timer fired: what budgetd infers an edge's timeout from. budgetd
+// trusts an estimate only with confidence k/(k+2) · k/(n+slower) of at least
+// 0.5, where k are the fires that cluster at the timer (within one timer's
+// width: on a loaded machine a fired call's span can end tens of
+// milliseconds late), n all the fires and slower the answered calls longer
+// than the timer by more than that width (a callee whose work takes nearly
+// the timeout answers past it about as often as the timer fires). An edge
+// whose confidence is not clearly met (0.6) counts no fires.
 func (b *Builder) timerFires() map[[2]string]int {
-	n := map[[2]string]int{}
-	slower := map[[2]string]int{}
+	type count struct{ fired, clustered, slower int }
+	counts := map[[2]string]*count{}
 	for _, c := range b.log.Calls {
 		k := [2]string{c.Caller, c.Callee}
-		switch d := c.End.Sub(c.Start); {
+		n := counts[k]
+		if n == nil {
+			n = &count{}
+			counts[k] = n
+		}
+		late := c.End.Sub(c.Start) - c.OwnTimeout
+		switch {
 		case c.TimerFired:
-			n[k]++
-		case !c.GaveUp && c.OwnTimeout > 0 && d > c.OwnTimeout+stopWidth(c.OwnTimeout):
-			slower[k]++
+			n.fired++
+			if late <= stopWidth(c.OwnTimeout) {
+				n.clustered++
+			}
+		case !c.GaveUp && c.OwnTimeout > 0 && late > stopWidth(c.OwnTimeout):
+			n.slower++
 		}
 	}
-	for k, fired := range n {
-		f := float64(fired)
-		if f/(f+2)*f/(f+float64(slower[k])) < 0.6 {
-			n[k] = 0
+	out := map[[2]string]int{}
+	for k, n := range counts {
+		f := float64(n.clustered)
+		if n.clustered > 0 && f/(f+2)*f/float64(n.fired+n.slower) >= 0.6 {
+			out[k] = n.clustered
 		}
 	}
-	return n
+	return out
 }
 
 // Inversions adds timeout_inversion for every call whose own timer is at
