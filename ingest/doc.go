@@ -1,9 +1,9 @@
 // Package ingest receives OTLP trace data and turns it into budgetd's span
 // model.
 //
-// It is the only package that imports the OpenTelemetry Collector's pdata,
-// so the rest of budgetd (analyze, store, api) speaks schema.Span only and a
-// pdata upgrade touches one place.
+// It and its subpackage translate are the only packages that import the
+// OpenTelemetry Collector's pdata, so the rest of budgetd (analyze, store,
+// api) speaks schema.Span only and a pdata upgrade touches one place.
 //
 // The pieces:
 //
@@ -28,9 +28,11 @@
 //     (all-zero trace or span id, end before start) and counts everything it
 //     changed in Stats, so the OTLP handlers can answer with partial_success
 //     and export metrics without logging per span.
-//   - ReadTraces and ReadSpansFile read OTLP trace files (binary protobuf,
-//     OTLP/JSON, or the Collector file exporter's JSON lines) for the offline
-//     `budgetd analyze FILE` path and for tests.
+//   - ReadTraces and ReadSpansFile read trace files (binary protobuf,
+//     OTLP/JSON, the Collector file exporter's JSON lines, and through
+//     package translate Jaeger JSON and Zipkin v2 JSON) for the offline
+//     `budgetd analyze FILE` path and for tests. Every format goes through
+//     the same Converter, so limits and rejected spans are the same.
 //
 // Attribute values are stored in schema's canonical string form (see
 // schema.Attr). Arrays and maps become JSON encoded exactly as encoding/json

@@ -284,6 +284,9 @@ func FuzzReadTraces(f *testing.F) {
 	f.Add([]byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"4bf92f3577b34da6a3ce929d0e0e4736","spanId":"00f067aa0ba902b7","kind":"SPAN_KIND_SERVER","attributes":[{"key":"k","value":{"arrayValue":{"values":[{"bytesValue":"aGk="},{"kvlistValue":{"values":[{"key":"x","value":{"doubleValue":"NaN"}}]}}]}}}]}]}]}]}`))
 	f.Add([]byte("\n{"))
 	f.Add([]byte{})
+	// Jaeger and Zipkin JSON, which package translate reads.
+	f.Add([]byte(`{"data":[{"traceID":"1","spans":[{"spanID":"2","startTime":1,"duration":1,"processID":"p1","tags":[{"key":"span.kind","type":"string","value":"client"}],"logs":[{"timestamp":1,"fields":[{"key":"event","type":"string","value":"exception"}]}]}],"processes":{"p1":{"serviceName":"cart","tags":[]}}}]}`))
+	f.Add([]byte(`[{"traceId":"1","id":"2","kind":"SERVER","timestamp":1,"duration":1,"localEndpoint":{"serviceName":"cart"},"tags":{"http.request.header.grpc-timeout":"[\"1S\"]"},"annotations":[{"timestamp":1,"value":"e|{\"k\":\"v\"}|0"}]}]`))
 
 	c := newTestConverter(f, DefaultLimits())
 	f.Fuzz(func(t *testing.T, data []byte) {

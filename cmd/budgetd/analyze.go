@@ -25,9 +25,16 @@ const analyzeUsage = `Usage:
   budgetd analyze [flags] FILE...
   budgetd analyze --from-store [--since 1h] [--until TIME] [flags]
 
-Run the detectors offline over OTLP trace files (protobuf, one JSON
-ExportTraceServiceRequest, or the Collector file exporter's JSON lines) or over
-spans stored by budgetd serve. Exits 0 when it ran, whatever it found.
+Run the detectors offline over trace files or over spans stored by budgetd
+serve. Exits 0 when it ran, whatever it found. The format of each file is told
+from its content:
+  - OTLP: protobuf, one JSON ExportTraceServiceRequest, or the Collector file
+    exporter's JSON lines;
+  - Jaeger JSON: the Jaeger UI's trace download or the query API's answer
+    ({"data":[{"traceID":…,"spans":[…],"processes":{…}}]});
+  - Zipkin v2 JSON: an array of spans ([{"traceId":…,"id":…},…]).
+Jaeger and Zipkin spans are mapped as the OpenTelemetry Collector maps them;
+docs/formats.md says what each format can carry.
 
 The table starts with the PROBLEMS: the findings grouped by kind and
 caller → callee edge (retry amplification: by path), ranked by impact, each
