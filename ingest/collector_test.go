@@ -3,13 +3,10 @@ package ingest
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -58,7 +55,7 @@ func TestCollector(t *testing.T) {
 				st := inst.open(t)
 				targets[i] = target{name: name, st: st, ts: startServer(t, st, testConfig())}
 			}
-			receiver := freeAddr(t)
+			receiver := proctest.FreeAddr(t)
 			config := fmt.Sprintf(`receivers:
   otlp:
     protocols:
@@ -105,7 +102,7 @@ service:
 			}
 			// Stopping the Collector flushes whatever it still holds: a
 			// duplicate would show now.
-			col.stop(t)
+			col.Stop(t)
 			var first []schema.Span
 			for _, tg := range targets {
 				distinct, rows := distinctSpans(t, tg.st)
@@ -125,73 +122,15 @@ service:
 	}
 }
 
-// freeAddr returns a loopback address with a port that was free a moment
-// ago, for processes that cannot be told to pick their own.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return addr
-}
-
-// process is a tool running for a test.
-type process struct {
-	cmd    *exec.Cmd
-	output *proctest.Output
-	exited chan error
-
-	once sync.Once
-}
-
 // startCollector runs the Collector with config and waits until its OTLP
 // receiver accepts connections. It is stopped when the test ends.
-func startCollector(t *testing.T, bin, config, receiver string) *process {
+func startCollector(t *testing.T, bin, config, receiver string) *proctest.Process {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "otelcol.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(config), 0o600))
-	p := &process{cmd: exec.Command(bin, "--config", path), output: &proctest.Output{}, exited: make(chan error, 1)}
-	p.cmd.Stdout, p.cmd.Stderr = p.output, p.output
-	require.NoError(t, p.cmd.Start())
-	go func() { p.exited <- p.cmd.Wait() }()
-	t.Cleanup(func() { p.stop(t) })
-
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", receiver, time.Second)
-		if err == nil {
-			_ = c.Close()
-			return p
-		}
-		select {
-		case err := <-p.exited:
-			p.exited <- err
-			t.Fatalf("the Collector exited before listening: %v\n%s", err, p.output.String())
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the Collector did not listen on %s within 60s\n%s", receiver, p.output.String())
-		}
-	}
-}
-
-// stop asks the process to shut down (SIGTERM: the Collector drains its
-// exporters) and waits for it, killing it after 30 s.
-func (p *process) stop(t testing.TB) {
-	p.once.Do(func() {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-p.exited:
-			if err != nil {
-				t.Errorf("the Collector exited with %v\n%s", err, p.output.String())
-			}
-		case <-time.After(30 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.exited
-			t.Errorf("the Collector did not stop within 30s\n%s", p.output.String())
-		}
-	})
+	p := proctest.Start(t, "the Collector", bin, "--config", path)
+	p.WaitListening(t, receiver)
+	return p
 }
 
 // sendThroughCollector sends n spans, in traces of ten, to an OTLP/gRPC

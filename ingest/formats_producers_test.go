@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -23,16 +22,14 @@ import (
 
 	"github.com/budgetd/budgetd/analyze"
 	"github.com/budgetd/budgetd/fixtures"
+	"github.com/budgetd/budgetd/ingest/jaegerapi/jaegertest"
 	"github.com/budgetd/budgetd/ingest/translate/translatetest"
 	"github.com/budgetd/budgetd/proctest"
 )
 
-// Where `make test-setup` puts the real Zipkin and Jaeger producers
-// (scripts/install-otelcol.sh, scripts/install-jaeger.sh).
-const (
-	otelcolZipkinPath = ".cache/otelcol/otelcol-budgetd-zipkin"
-	jaegerPath        = ".cache/bin/jaeger"
-)
+// Where `make test-setup` (scripts/install-otelcol.sh) puts the real
+// Zipkin producer; jaegertest finds Jaeger.
+const otelcolZipkinPath = ".cache/otelcol/otelcol-budgetd-zipkin"
 
 // fixturesNow is the detection time of the fixtures' golden files.
 var fixturesNow = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -106,7 +103,7 @@ func TestZipkinFromCollector(t *testing.T) {
 	}))
 	defer zipkin.Close()
 
-	receiver := freeAddr(t)
+	receiver := proctest.FreeAddr(t)
 	// No batch processor and no sending queue: the receiver answers once
 	// the exporter's POST is answered, so each fixture's body is here when
 	// its export returns.
@@ -170,7 +167,7 @@ service:
 		require.Equal(t, bySpanID(fromWriter.Spans), bySpanID(fromCollector.Spans), "%s: translatetest.ZipkinJSON differs from the Collector", name)
 		compared++
 	}
-	col.stop(t)
+	col.Stop(t)
 	t.Logf("%d of %d fixtures compared (%d findings)", compared, len(names), findings)
 	require.GreaterOrEqual(t, compared, len(names)*3/4, "fixtures compared")
 	require.Positive(t, findings, "findings compared")
@@ -198,50 +195,8 @@ func joinZipkin(t *testing.T, bodies [][]byte) []byte {
 // with what Jaeger cannot carry (translatetest.JaegerLosses) are left out
 // and logged.
 func TestJaegerFromQueryService(t *testing.T) {
-	bin := proctest.Tool(t, jaegerPath)
-	receiver, query, queryGRPC := freeAddr(t), freeAddr(t), freeAddr(t)
-	// After bench/jaeger.go's configuration, with memory storage: the
-	// storage exporter writes before the receiver answers (no batch
-	// processor, no queue), so a trace is queryable once its export
-	// returns.
-	config := fmt.Sprintf(`extensions:
-  jaeger_storage:
-    backends:
-      memstore:
-        memory:
-          max_traces: 10000
-  jaeger_query:
-    enable_tracing: false
-    storage:
-      traces: memstore
-    http:
-      endpoint: %s
-    grpc:
-      endpoint: %s
-receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: %s
-exporters:
-  jaeger_storage_exporter:
-    trace_storage: memstore
-    queue:
-      enabled: false
-service:
-  extensions: [jaeger_storage, jaeger_query]
-  telemetry:
-    logs:
-      level: warn
-    metrics:
-      level: none
-  pipelines:
-    traces:
-      receivers: [otlp]
-      exporters: [jaeger_storage_exporter]
-`, query, queryGRPC, receiver)
-	jaeger := startCollector(t, bin, config, receiver)
-	waitListening(t, jaeger, query)
+	jaeger := jaegertest.Start(t)
+	receiver, query := jaeger.OTLP, jaeger.Query
 	conn := dialOTLP(t, receiver)
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{}}
 	defer client.CloseIdleConnections()
@@ -271,7 +226,7 @@ service:
 		findings += len(want.Findings)
 		compared++
 	}
-	jaeger.stop(t)
+	jaeger.Stop(t)
 	t.Logf("%d of %d fixtures compared (%d findings)", compared, len(names), findings)
 	require.GreaterOrEqual(t, compared, len(names)*3/4, "fixtures compared")
 	require.Positive(t, findings, "findings compared")
@@ -313,28 +268,4 @@ func traceIDs(td ptrace.Traces) []string {
 		}
 	}
 	return ids
-}
-
-// waitListening waits until p accepts connections on addr as well (a
-// second port of the process startCollector started), failing when p
-// exits first or after 60 s.
-func waitListening(t *testing.T, p *process, addr string) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			_ = c.Close()
-			return
-		}
-		select {
-		case err := <-p.exited:
-			p.exited <- err
-			t.Fatalf("the process exited before listening on %s: %v\n%s", addr, err, p.output.String())
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nothing listened on %s within 60s\n%s", addr, p.output.String())
-		}
-	}
 }

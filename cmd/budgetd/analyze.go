@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"sort"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/budgetd/budgetd/analyze"
 	"github.com/budgetd/budgetd/ingest"
+	"github.com/budgetd/budgetd/ingest/jaegerapi"
 	"github.com/budgetd/budgetd/problems"
 	"github.com/budgetd/budgetd/schema"
 	"github.com/budgetd/budgetd/store"
@@ -24,10 +26,11 @@ import (
 const analyzeUsage = `Usage:
   budgetd analyze [flags] FILE...
   budgetd analyze --from-store [--since 1h] [--until TIME] [flags]
+  budgetd analyze --from-jaeger URL [--since 1h] [--until TIME] [--service NAME]... [flags]
 
-Run the detectors offline over trace files or over spans stored by budgetd
-serve. Exits 0 when it ran, whatever it found. The format of each file is told
-from its content:
+Run the detectors offline over trace files, over spans stored by budgetd
+serve, or over the traces a running Jaeger holds. Exits 0 when it ran,
+whatever it found. The format of each file is told from its content:
   - OTLP: protobuf, one JSON ExportTraceServiceRequest, or the Collector file
     exporter's JSON lines;
   - Jaeger JSON: the Jaeger UI's trace download or the query API's answer
@@ -35,6 +38,14 @@ from its content:
   - Zipkin v2 JSON: an array of spans ([{"traceId":…,"id":…},…]).
 Jaeger and Zipkin spans are mapped as the OpenTelemetry Collector maps them;
 docs/formats.md says what each format can carry.
+
+--from-jaeger reads Jaeger's query service (the UI's URL, port 16686) over its
+api_v3 HTTP API, which answers in OTLP: every trace with a span starting in
+the window, whole, of each --service, or of every service Jaeger lists but
+its own ("jaeger"). A window that returns a page full of traces is split in
+halves and asked again; traces are read once; reading stops at --max-spans,
+saying so on stderr. The environment variable BUDGETD_JAEGER_TOKEN, when set,
+is sent as a bearer token.
 
 The table starts with the PROBLEMS: the findings grouped by kind and
 caller → callee edge (retry amplification: by path), ranked by impact, each
@@ -50,9 +61,18 @@ func analyzeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	flags := addConfigFlags(fs)
 	output := fs.String("output", "table", "output `format`: table or json")
 	fromStore := fs.Bool("from-store", false, "read spans from the configured store instead of files")
-	since := fs.String("since", "1h", "with --from-store: start of the window, a duration before now or an RFC 3339 `time`")
-	until := fs.String("until", "", "with --from-store: end of the window (default now)")
-	maxSpans := fs.Int("max-spans", 1_000_000, "with --from-store: read at most this many `spans`")
+	fromJaeger := fs.String("from-jaeger", "", "read traces from the Jaeger query service at `URL` (http://host:16686) instead of files")
+	var services []string
+	fs.Func("service", "with --from-jaeger: read this service's traces (repeat for more; default every service but Jaeger's own)", func(v string) error {
+		if v == "" {
+			return errors.New("empty service name")
+		}
+		services = append(services, v)
+		return nil
+	})
+	since := fs.String("since", "1h", "with --from-store or --from-jaeger: start of the window, a duration before now or an RFC 3339 `time`")
+	until := fs.String("until", "", "with --from-store or --from-jaeger: end of the window (default now)")
+	maxSpans := fs.Int("max-spans", 1_000_000, "with --from-store or --from-jaeger: read at most this many `spans`")
 	nowFlag := fs.String("now", "", "detection `time` written into findings and at which problems are judged (RFC 3339, default now), for reproducible output")
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
@@ -67,11 +87,18 @@ func analyzeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return usageError{fmt.Sprintf("analyze: --output must be table or json, not %q", *output)}
 	}
 	files := fs.Args()
+	jaeger := *fromJaeger != ""
 	switch {
+	case *fromStore && jaeger:
+		return usageError{"analyze: give --from-store or --from-jaeger, not both"}
 	case *fromStore && len(files) > 0:
 		return usageError{"analyze: give files or --from-store, not both"}
-	case !*fromStore && len(files) == 0:
-		return usageError{"analyze: no trace files given (or use --from-store)"}
+	case jaeger && len(files) > 0:
+		return usageError{"analyze: give files or --from-jaeger, not both"}
+	case !*fromStore && !jaeger && len(files) == 0:
+		return usageError{"analyze: no trace files given (or use --from-store or --from-jaeger)"}
+	case len(services) > 0 && !jaeger:
+		return usageError{"analyze: --service applies only with --from-jaeger"}
 	}
 	cfg, err := flags.load()
 	if err != nil {
@@ -85,16 +112,31 @@ func analyzeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 
 	var spans []schema.Span
-	if *fromStore {
+	switch {
+	case *fromStore || jaeger:
 		w, err := parseWindow(*since, *until, now)
 		if err != nil {
 			return usageError{"analyze: " + err.Error()}
 		}
-		if spans, err = readStoreSpans(ctx, cfg.Store, w, *maxSpans); err != nil {
+		if jaeger {
+			jc := jaegerapi.DefaultConfig()
+			jc.URL, jc.Services, jc.MaxSpans = *fromJaeger, services, *maxSpans
+			jc.Since, jc.Until = time.Unix(0, int64(w.SinceNs)).UTC(), time.Unix(0, int64(w.UntilNs)).UTC()
+			jc.Token = os.Getenv(jaegerTokenEnv)
+			if err := jc.Validate(); err != nil {
+				return usageError{"analyze: " + strings.ReplaceAll(err.Error(), "\n", "; ")}
+			}
+			spans, err = readJaegerSpans(ctx, jc, stderr)
+		} else {
+			spans, err = readStoreSpans(ctx, cfg.Store, w, *maxSpans)
+		}
+		if err != nil {
 			return err
 		}
-	} else if spans, err = readSpanFiles(files, stderr); err != nil {
-		return err
+	default:
+		if spans, err = readSpanFiles(files, stderr); err != nil {
+			return err
+		}
 	}
 
 	report := analyze.Analyze(spans, now, cfg.Analyze.Detect)
@@ -162,6 +204,61 @@ func readStoreSpans(ctx context.Context, cfg engine.Config, w store.Window, limi
 		return nil, err
 	}
 	return spans, nil
+}
+
+// jaegerTokenEnv names the environment variable whose value --from-jaeger
+// sends as a bearer token. Not a flag: a flag's value shows in the process
+// list and the shell's history.
+const jaegerTokenEnv = "BUDGETD_JAEGER_TOKEN"
+
+// readJaegerSpans reads the traces jc names from Jaeger. What a user must
+// know about the result (spans skipped, a read cut short, a service left
+// out, nothing found) goes to stderr, as readSpanFiles reports skipped
+// spans.
+func readJaegerSpans(ctx context.Context, jc jaegerapi.Config, stderr io.Writer) ([]schema.Span, error) {
+	conv, err := ingest.NewConverter(ingest.DefaultLimits())
+	if err != nil {
+		return nil, err
+	}
+	res, err := jaegerapi.Read(ctx, jc, conv)
+	if err != nil {
+		return nil, fmt.Errorf("read jaeger %s: %w", redactURL(jc.URL), err)
+	}
+	for _, s := range res.Skipped {
+		fmt.Fprintf(stderr, "budgetd: jaeger: left out service %q, Jaeger's own traces (--service %s reads them)\n", s, s)
+	}
+	if res.Rejected > 0 {
+		fmt.Fprintf(stderr, "budgetd: jaeger: %d spans skipped: %s\n", res.Rejected, res.RejectReason)
+	}
+	if res.Crowded > 0 {
+		fmt.Fprintf(stderr, "budgetd: jaeger: in %d windows of %v a service still had %d traces, a full page: traces starting there may be missing\n",
+			res.Crowded, jc.MinWindow, jc.NumTraces)
+	}
+	if res.Truncated {
+		fmt.Fprintf(stderr, "budgetd: jaeger: result truncated at --max-spans %d: read %d spans of %d traces, and left the rest of the window unread (narrow --since/--until, name a --service, or raise --max-spans)\n",
+			jc.MaxSpans, len(res.Spans), res.Traces)
+	}
+	if res.Traces == 0 {
+		which := fmt.Sprintf("any of the %d services it lists", len(res.Services))
+		switch {
+		case len(jc.Services) > 0:
+			which = strings.Join(jc.Services, ", ")
+		case len(res.Services) == 0:
+			which = "any service (it lists none)"
+		}
+		fmt.Fprintf(stderr, "budgetd: jaeger: no traces of %s start between %s and %s\n",
+			which, jc.Since.Format(time.RFC3339), jc.Until.Format(time.RFC3339))
+	}
+	return res.Spans, nil
+}
+
+// redactURL returns raw with any password replaced, for messages.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(the --from-jaeger URL)"
+	}
+	return u.Redacted()
 }
 
 // parseWindow reads --since/--until: each a duration before now ("1h") or
