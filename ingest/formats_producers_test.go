@@ -23,6 +23,7 @@ import (
 	"github.com/budgetd/budgetd/analyze"
 	"github.com/budgetd/budgetd/fixtures"
 	"github.com/budgetd/budgetd/ingest/jaegerapi/jaegertest"
+	"github.com/budgetd/budgetd/ingest/translate"
 	"github.com/budgetd/budgetd/ingest/translate/translatetest"
 	"github.com/budgetd/budgetd/proctest"
 )
@@ -254,18 +255,11 @@ func getJaegerTrace(t *testing.T, client *http.Client, query, id string) []json.
 func traceIDs(td ptrace.Traces) []string {
 	seen := map[pcommon.TraceID]bool{}
 	var ids []string
-	rss := td.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		sss := rss.At(i).ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			spans := sss.At(j).Spans()
-			for k := 0; k < spans.Len(); k++ {
-				if id := spans.At(k).TraceID(); !seen[id] {
-					seen[id] = true
-					ids = append(ids, id.String())
-				}
-			}
+	translate.EachSpan(td, func(_ ptrace.ResourceSpans, _ ptrace.ScopeSpans, sp ptrace.Span) {
+		if id := sp.TraceID(); !seen[id] {
+			seen[id] = true
+			ids = append(ids, id.String())
 		}
-	}
+	})
 	return ids
 }

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/budgetd/budgetd/ingest"
+	"github.com/budgetd/budgetd/ingest/translate"
 )
 
 // OwnService is the service name Jaeger's query service traces itself
@@ -263,7 +264,7 @@ func (r *reader) readWindows(ctx context.Context, services []string) error {
 func (r *reader) accept(td ptrace.Traces) {
 	counts := make(map[pcommon.TraceID]int)
 	var order []pcommon.TraceID
-	eachSpan(td, func(sp ptrace.Span) {
+	translate.EachSpan(td, func(_ ptrace.ResourceSpans, _ ptrace.ScopeSpans, sp ptrace.Span) {
 		id := sp.TraceID()
 		if _, dup := r.seen[id]; dup {
 			return
@@ -300,20 +301,6 @@ func (r *reader) accept(td ptrace.Traces) {
 	cr := r.conv.Convert(td)
 	r.res.Spans = append(r.res.Spans, cr.Spans...)
 	r.res.Stats.Add(cr.Stats)
-}
-
-// eachSpan calls f with every span of td.
-func eachSpan(td ptrace.Traces, f func(ptrace.Span)) {
-	rss := td.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		sss := rss.At(i).ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			spans := sss.At(j).Spans()
-			for k := 0; k < spans.Len(); k++ {
-				f(spans.At(k))
-			}
-		}
-	}
 }
 
 // answer is one FindTraces answer.
@@ -373,7 +360,7 @@ func (r *reader) find(ctx context.Context, w window) (answer, error) {
 		}
 	}
 	ids := make(map[pcommon.TraceID]struct{})
-	eachSpan(a.td, func(sp ptrace.Span) { ids[sp.TraceID()] = struct{}{} })
+	translate.EachSpan(a.td, func(_ ptrace.ResourceSpans, _ ptrace.ScopeSpans, sp ptrace.Span) { ids[sp.TraceID()] = struct{}{} })
 	a.traces = len(ids)
 	return a, nil
 }

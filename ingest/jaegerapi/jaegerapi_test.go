@@ -14,6 +14,7 @@ import (
 	"github.com/budgetd/budgetd/ingest"
 	"github.com/budgetd/budgetd/ingest/ingesttest"
 	"github.com/budgetd/budgetd/ingest/jaegerapi/jaegertest"
+	"github.com/budgetd/budgetd/ingest/translate"
 	"github.com/budgetd/budgetd/proctest"
 	"github.com/budgetd/budgetd/schema"
 )
@@ -41,22 +42,15 @@ func lastHours(url string) Config {
 func around(url string, td ptrace.Traces) Config {
 	cfg := DefaultConfig()
 	cfg.URL = url
-	rss := td.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		sss := rss.At(i).ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			spans := sss.At(j).Spans()
-			for k := 0; k < spans.Len(); k++ {
-				start := spans.At(k).StartTimestamp().AsTime()
-				if cfg.Since.IsZero() || start.Before(cfg.Since) {
-					cfg.Since = start
-				}
-				if start.After(cfg.Until) {
-					cfg.Until = start
-				}
-			}
+	translate.EachSpan(td, func(_ ptrace.ResourceSpans, _ ptrace.ScopeSpans, sp ptrace.Span) {
+		start := sp.StartTimestamp().AsTime()
+		if cfg.Since.IsZero() || start.Before(cfg.Since) {
+			cfg.Since = start
 		}
-	}
+		if start.After(cfg.Until) {
+			cfg.Until = start
+		}
+	})
 	cfg.Since, cfg.Until = cfg.Since.Add(-time.Minute), cfg.Until.Add(time.Minute)
 	return cfg
 }

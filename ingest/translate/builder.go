@@ -46,3 +46,18 @@ func (b *builder) span(key string, fill func(pcommon.Resource), sc scope) ptrace
 	}
 	return spans.AppendEmpty()
 }
+
+// EachSpan calls f with every span of td and the resource and scope that
+// hold it, in order.
+func EachSpan(td ptrace.Traces, f func(ptrace.ResourceSpans, ptrace.ScopeSpans, ptrace.Span)) {
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		sss := rss.At(i).ScopeSpans()
+		for j := 0; j < sss.Len(); j++ {
+			spans := sss.At(j).Spans()
+			for k := 0; k < spans.Len(); k++ {
+				f(rss.At(i), sss.At(j), spans.At(k))
+			}
+		}
+	}
+}

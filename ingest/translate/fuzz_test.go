@@ -33,16 +33,9 @@ func addFixtureSeeds(f *testing.F, write func(ptrace.Traces) ([]byte, error)) {
 // yields one OTLP span per input span, none ending before it starts.
 func checkTranslated(t *testing.T, td ptrace.Traces, inputSpans int) {
 	require.Equal(t, inputSpans, td.SpanCount())
-	rss := td.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		sss := rss.At(i).ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			spans := sss.At(j).Spans()
-			for k := 0; k < spans.Len(); k++ {
-				require.GreaterOrEqual(t, spans.At(k).EndTimestamp(), spans.At(k).StartTimestamp())
-			}
-		}
-	}
+	translate.EachSpan(td, func(_ ptrace.ResourceSpans, _ ptrace.ScopeSpans, sp ptrace.Span) {
+		require.GreaterOrEqual(t, sp.EndTimestamp(), sp.StartTimestamp())
+	})
 }
 
 // FuzzJaeger feeds arbitrary JSON to the Jaeger translator. Invariant: it

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/budgetd/budgetd/ingest/translate"
 	"github.com/budgetd/budgetd/proctest"
 )
 
@@ -199,15 +200,8 @@ func Export(t testing.TB, addr string, td ptrace.Traces) {
 // WaitSpans wants.
 func SpanCounts(td ptrace.Traces) map[string]int {
 	out := map[string]int{}
-	rss := td.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		sss := rss.At(i).ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			spans := sss.At(j).Spans()
-			for k := 0; k < spans.Len(); k++ {
-				out[spans.At(k).TraceID().String()]++
-			}
-		}
-	}
+	translate.EachSpan(td, func(_ ptrace.ResourceSpans, _ ptrace.ScopeSpans, sp ptrace.Span) {
+		out[sp.TraceID().String()]++
+	})
 	return out
 }

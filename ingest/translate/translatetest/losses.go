@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/budgetd/budgetd/ingest/translate"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 )
@@ -69,7 +70,7 @@ var zipkinResourceKeys = func() map[string]bool {
 func JaegerLosses(td ptrace.Traces) []string {
 	l := losses{}
 	walk(td, l, func(where string, m pcommon.Map) { typeLosses(l, where, m, false) })
-	eachSpan(td, func(rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, sp ptrace.Span) {
+	translate.EachSpan(td, func(rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, sp ptrace.Span) {
 		if ss.Scope().Attributes().Len() > 0 {
 			l.add("scope attributes (Jaeger has none)")
 		}
@@ -132,7 +133,7 @@ func ZipkinLosses(td ptrace.Traces) []string {
 		}
 		names[what+lower] = name
 	}
-	eachSpan(td, func(rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, sp ptrace.Span) {
+	translate.EachSpan(td, func(rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, sp ptrace.Span) {
 		res := rs.Resource().Attributes()
 		if _, ok := res.Get("service.name"); !ok {
 			l.add("a resource without service.name")
@@ -246,7 +247,7 @@ func allStrings(s pcommon.Slice) bool {
 // walk calls f with every attribute map of td and checks the times both
 // formats keep in whole microseconds.
 func walk(td ptrace.Traces, l losses, f func(where string, m pcommon.Map)) {
-	eachSpan(td, func(rs ptrace.ResourceSpans, _ ptrace.ScopeSpans, sp ptrace.Span) {
+	translate.EachSpan(td, func(rs ptrace.ResourceSpans, _ ptrace.ScopeSpans, sp ptrace.Span) {
 		f("resource", rs.Resource().Attributes())
 		f("span", sp.Attributes())
 		if sp.StartTimestamp()%1000 != 0 || sp.EndTimestamp()%1000 != 0 {
@@ -263,17 +264,4 @@ func walk(td ptrace.Traces, l losses, f func(where string, m pcommon.Map)) {
 			f("link", sp.Links().At(i).Attributes())
 		}
 	})
-}
-
-func eachSpan(td ptrace.Traces, f func(ptrace.ResourceSpans, ptrace.ScopeSpans, ptrace.Span)) {
-	rss := td.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		sss := rss.At(i).ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			spans := sss.At(j).Spans()
-			for k := 0; k < spans.Len(); k++ {
-				f(rss.At(i), sss.At(j), spans.At(k))
-			}
-		}
-	}
 }
