@@ -21,12 +21,14 @@ import (
 	"github.com/budgetd/budgetd/schema"
 	"github.com/budgetd/budgetd/store"
 	"github.com/budgetd/budgetd/store/engine"
+	"github.com/budgetd/budgetd/store/oteltraces"
 )
 
 const analyzeUsage = `Usage:
   budgetd analyze [flags] FILE...
   budgetd analyze --from-store [--since 1h] [--until TIME] [flags]
   budgetd analyze --from-jaeger URL [--since 1h] [--until TIME] [--service NAME]... [flags]
+  budgetd analyze --from-otel-traces SOURCE [--table [DB.]otel_traces] [--since 1h] [--until TIME] [flags]
 
 Run the detectors offline over trace files, over spans stored by budgetd
 serve, or over the traces a running Jaeger holds. Exits 0 when it ran,
@@ -47,6 +49,16 @@ halves and asked again; traces are read once; reading stops at --max-spans,
 saying so on stderr. The environment variable BUDGETD_JAEGER_TOKEN, when set,
 is sent as a bearer token.
 
+--from-otel-traces reads, in place and only reading, the otel_traces table
+the OpenTelemetry Collector's ClickHouse exporter writes. SOURCE is a
+ClickHouse server, clickhouse://[user[:password]@]host:port[/DATABASE], or a
+chDB data directory (the embedded engine's files). The table is --table,
+DATABASE.TABLE or TABLE in DATABASE (default "default", the exporter's).
+Every trace with a span starting in the window is read whole, up to
+--max-spans (whole traces only, saying so on stderr); the exporter's
+<table>_trace_id_ts lookup narrows the reads when it exists. Attribute
+values come back as strings, as the exporter stored them.
+
 The table starts with the PROBLEMS: the findings grouped by kind and
 caller → callee edge (retry amplification: by path), ranked by impact, each
 with a suggested fix (docs/problems.md). Then come the FINDINGS, one per span,
@@ -62,6 +74,8 @@ func analyzeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	output := fs.String("output", "table", "output `format`: table or json")
 	fromStore := fs.Bool("from-store", false, "read spans from the configured store instead of files")
 	fromJaeger := fs.String("from-jaeger", "", "read traces from the Jaeger query service at `URL` (http://host:16686) instead of files")
+	fromOTel := fs.String("from-otel-traces", "", "read the Collector ClickHouse exporter's traces from `SOURCE` (clickhouse://host:9000/DATABASE, or a chDB data directory) instead of files")
+	table := fs.String("table", "otel_traces", "with --from-otel-traces: the exporter's traces `table`, TABLE or DATABASE.TABLE")
 	var services []string
 	fs.Func("service", "with --from-jaeger: read this service's traces (repeat for more; default every service but Jaeger's own)", func(v string) error {
 		if v == "" {
@@ -70,9 +84,9 @@ func analyzeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		services = append(services, v)
 		return nil
 	})
-	since := fs.String("since", "1h", "with --from-store or --from-jaeger: start of the window, a duration before now or an RFC 3339 `time`")
-	until := fs.String("until", "", "with --from-store or --from-jaeger: end of the window (default now)")
-	maxSpans := fs.Int("max-spans", 1_000_000, "with --from-store or --from-jaeger: read at most this many `spans`")
+	since := fs.String("since", "1h", "with --from-store, --from-jaeger or --from-otel-traces: start of the window, a duration before now or an RFC 3339 `time`")
+	until := fs.String("until", "", "with --from-store, --from-jaeger or --from-otel-traces: end of the window (default now)")
+	maxSpans := fs.Int("max-spans", 1_000_000, "with --from-store, --from-jaeger or --from-otel-traces: read at most this many `spans`")
 	nowFlag := fs.String("now", "", "detection `time` written into findings and at which problems are judged (RFC 3339, default now), for reproducible output")
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
@@ -87,18 +101,27 @@ func analyzeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return usageError{fmt.Sprintf("analyze: --output must be table or json, not %q", *output)}
 	}
 	files := fs.Args()
-	jaeger := *fromJaeger != ""
+	jaeger, otel := *fromJaeger != "", *fromOTel != ""
+	var sources []string
+	for _, src := range []struct {
+		name string
+		on   bool
+	}{{"files", len(files) > 0}, {"--from-store", *fromStore}, {"--from-jaeger", jaeger}, {"--from-otel-traces", otel}} {
+		if src.on {
+			sources = append(sources, src.name)
+		}
+	}
+	tableSet := false
+	fs.Visit(func(f *flag.Flag) { tableSet = tableSet || f.Name == "table" })
 	switch {
-	case *fromStore && jaeger:
-		return usageError{"analyze: give --from-store or --from-jaeger, not both"}
-	case *fromStore && len(files) > 0:
-		return usageError{"analyze: give files or --from-store, not both"}
-	case jaeger && len(files) > 0:
-		return usageError{"analyze: give files or --from-jaeger, not both"}
-	case !*fromStore && !jaeger && len(files) == 0:
-		return usageError{"analyze: no trace files given (or use --from-store or --from-jaeger)"}
+	case len(sources) > 1:
+		return usageError{"analyze: give " + strings.Join(sources, " or ") + ", not both"}
+	case len(sources) == 0:
+		return usageError{"analyze: no trace files given (or use --from-store, --from-jaeger or --from-otel-traces)"}
 	case len(services) > 0 && !jaeger:
 		return usageError{"analyze: --service applies only with --from-jaeger"}
+	case tableSet && !otel:
+		return usageError{"analyze: --table applies only with --from-otel-traces"}
 	}
 	cfg, err := flags.load()
 	if err != nil {
@@ -113,12 +136,19 @@ func analyzeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 
 	var spans []schema.Span
 	switch {
-	case *fromStore || jaeger:
+	case *fromStore || jaeger || otel:
 		w, err := parseWindow(*since, *until, now)
 		if err != nil {
 			return usageError{"analyze: " + err.Error()}
 		}
-		if jaeger {
+		if otel {
+			src, srcErr := otelSource(*fromOTel, *table)
+			if srcErr != nil {
+				return usageError{"analyze: " + srcErr.Error()}
+			}
+			src.read.Window, src.read.MaxSpans = w, *maxSpans
+			spans, err = readOTelSpans(ctx, src, cfg.Store.Timeout, stderr)
+		} else if jaeger {
 			jc := jaegerapi.DefaultConfig()
 			jc.URL, jc.Services, jc.MaxSpans = *fromJaeger, services, *maxSpans
 			jc.Since, jc.Until = time.Unix(0, int64(w.SinceNs)).UTC(), time.Unix(0, int64(w.UntilNs)).UTC()
@@ -204,6 +234,82 @@ func readStoreSpans(ctx context.Context, cfg engine.Config, w store.Window, limi
 		return nil, err
 	}
 	return spans, nil
+}
+
+// otelTraces is where --from-otel-traces reads: an engine connection and
+// the table on it.
+type otelTraces struct {
+	engine engine.Config
+	read   oteltraces.Config
+}
+
+// otelSource reads --from-otel-traces and --table. The database is the
+// DSN's path or --table's DATABASE. prefix (not both, unless they agree),
+// else the exporter's default, "default".
+func otelSource(source, table string) (otelTraces, error) {
+	var src otelTraces
+	src.engine = engine.DefaultConfig()
+	db := ""
+	if strings.HasPrefix(source, "clickhouse://") {
+		u, err := url.Parse(source)
+		if err != nil {
+			return src, errors.New("--from-otel-traces: not a clickhouse://host:port/DATABASE DSN")
+		}
+		db = strings.Trim(u.Path, "/")
+		src.engine.Engine, src.engine.ClickHouse.DSN = engine.ClickHouse, source
+	} else {
+		src.engine.Engine, src.engine.Embedded.DataDir = engine.Embedded, source
+		if st, err := os.Stat(source); err != nil || !st.IsDir() {
+			return src, fmt.Errorf("--from-otel-traces %q is neither a clickhouse:// DSN nor a chDB data directory", source)
+		}
+	}
+	if tdb, t, ok := strings.Cut(table, "."); ok {
+		if db != "" && db != tdb {
+			return src, fmt.Errorf("--table names database %s, the DSN %s", tdb, db)
+		}
+		db, table = tdb, t
+	}
+	if db == "" {
+		db = "default"
+	}
+	src.read = oteltraces.Config{Database: db, Table: table}
+	return src, nil
+}
+
+// readOTelSpans reads the exporter's table. What a user must know about
+// the result goes to stderr, as for Jaeger.
+func readOTelSpans(ctx context.Context, src otelTraces, timeout time.Duration, stderr io.Writer) ([]schema.Span, error) {
+	if err := src.read.Validate(); err != nil {
+		return nil, usageError{"analyze: --from-otel-traces: " + err.Error()}
+	}
+	conv, err := ingest.NewConverter(ingest.DefaultLimits())
+	if err != nil {
+		return nil, err
+	}
+	conn, err := engine.Connect(src.engine)
+	if err != nil {
+		return nil, fmt.Errorf("open %s engine: %w", src.engine.Engine, err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, max(timeout, 5*time.Minute))
+	defer cancel()
+	res, err := oteltraces.Read(ctx, conn, src.read, conv)
+	if err != nil {
+		return nil, err
+	}
+	name := src.read.Database + "." + src.read.Table
+	if res.Rejected > 0 {
+		fmt.Fprintf(stderr, "budgetd: %s: %d spans skipped: %s\n", name, res.Rejected, res.RejectReason)
+	}
+	if res.Truncated {
+		fmt.Fprintf(stderr, "budgetd: %s: result truncated at --max-spans %d: read %d spans of %d whole traces, and left the window's later traces unread (narrow --since/--until or raise --max-spans)\n",
+			name, src.read.MaxSpans, len(res.Spans), res.Traces)
+	}
+	if res.Traces == 0 && !res.Truncated {
+		fmt.Fprintf(stderr, "budgetd: %s: no traces start between %s and %s\n", name,
+			time.Unix(0, int64(src.read.Window.SinceNs)).UTC().Format(time.RFC3339), time.Unix(0, int64(src.read.Window.Until())).UTC().Format(time.RFC3339))
+	}
+	return res.Spans, nil
 }
 
 // jaegerTokenEnv names the environment variable whose value --from-jaeger

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
@@ -91,10 +92,28 @@ func TestConfigFile(t *testing.T) {
 // TestServeWithoutLibchdb checks the two promises about libchdb: with the
 // embedded engine and no library, serve fails with one line naming the setup
 // command; with the clickhouse engine it does not need the library at all.
+//
+// chDB, once loaded, stays loaded for the life of a process, and other tests
+// of this package load it: the test judges in a fresh process of its own
+// (this test binary, run again for this test alone).
 func TestServeWithoutLibchdb(t *testing.T) {
+	const child = "BUDGETD_TEST_SERVE_WITHOUT_LIBCHDB"
+	if os.Getenv(child) == "" {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestServeWithoutLibchdb$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), child+"=1")
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		require.Contains(t, string(out), "--- PASS: TestServeWithoutLibchdb", "the test ran in the child")
+		return
+	}
 	t.Setenv("CHDB_LIB_PATH", filepath.Join(t.TempDir(), "no-such-libchdb.so"))
 
-	_, _, err := runCmd(t, "serve", "--store.embedded.data-dir", t.TempDir())
+	// Bounded: a serve that wrongly starts fails the test instead of
+	// running until the test binary's timeout.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out, errOut proctest.Output
+	err := run(ctx, []string{"serve", "--store.embedded.data-dir", t.TempDir()}, &out, &errOut)
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "make setup")
 	require.NotContains(t, err.Error(), "\n", "one line")

@@ -91,3 +91,29 @@ func Open(ctx context.Context, c Config) (*chsql.Store, error) {
 		return embedded.Open(ctx, cfg)
 	}
 }
+
+// Connect opens the configured engine's connection alone: no database is
+// created and no migration runs on it. It is for reading tables budgetd
+// does not own, such as the Collector's otel_traces; the caller closes the
+// connection.
+func Connect(c Config) (chsql.Conn, error) {
+	switch c.Engine {
+	case ClickHouse:
+		conn, _, err := clickhouse.Connect(c.ClickHouse)
+		if err != nil {
+			return nil, err
+		}
+		return conn, nil
+	case Embedded:
+		if c.Embedded.DataDir == "" {
+			return nil, errors.New("store.embedded.data_dir must not be empty")
+		}
+		conn, err := embedded.Connect(c.Embedded.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		return conn, nil
+	default:
+		return nil, fmt.Errorf("store.engine must be %q or %q, not %q", Embedded, ClickHouse, c.Engine)
+	}
+}
