@@ -426,7 +426,7 @@ func putJaegerTag(m pcommon.Map, kv jaegerKV) error {
 	text, isString := jsonText(kv.Value)
 	switch strings.ToLower(kv.Type) {
 	case "", "string":
-		putString(m, kv.Key, text)
+		PutString(m, kv.Key, text)
 	case "bool":
 		b, err := strconv.ParseBool(text)
 		if err != nil || (!isString && text != "true" && text != "false") {
@@ -454,7 +454,7 @@ func putJaegerTag(m pcommon.Map, kv jaegerKV) error {
 	default:
 		// The Collector writes "<Unknown Jaeger TagType …>" for a type
 		// enum it does not know; JSON carries the value, so keep it.
-		putString(m, kv.Key, text)
+		PutString(m, kv.Key, text)
 	}
 	return nil
 }

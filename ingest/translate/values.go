@@ -114,13 +114,14 @@ var headerPrefixes = [...]string{
 	"rpc.request.metadata.", "rpc.response.metadata.",
 }
 
-// putString puts a string attribute. A header or metadata attribute holding
+// PutString puts a string attribute. A header or metadata attribute holding
 // the JSON text of an array of strings becomes that array again. The
 // Collector's translators keep the text as a string, but budgetd's header
 // readers take a plain string as the header's single value, and
 // `["900"]` is not a timeout: without this every propagated budget in a
-// Jaeger or Zipkin file would be lost.
-func putString(m pcommon.Map, key, v string) {
+// Jaeger or Zipkin file, or in the Collector's ClickHouse table, would be
+// lost.
+func PutString(m pcommon.Map, key, v string) {
 	if len(v) >= 2 && v[0] == '[' && isHeaderKey(key) {
 		var values []string
 		if json.Unmarshal([]byte(v), &values) == nil {

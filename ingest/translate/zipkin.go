@@ -362,7 +362,7 @@ func (p *zipkinParsed) translate(b *builder) error {
 	sort.Strings(keys)
 	attrs.EnsureCapacity(len(keys) + 5)
 	for _, k := range keys {
-		putString(attrs, k, tags[k])
+		PutString(attrs, k, tags[k])
 	}
 	if e := s.LocalEndpoint; e != nil {
 		if p.localIP != "" {

@@ -3,10 +3,8 @@ package oteltraces
 import (
 	"context"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -14,6 +12,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/budgetd/budgetd/ingest"
+	"github.com/budgetd/budgetd/ingest/translate"
 	"github.com/budgetd/budgetd/schema"
 	"github.com/budgetd/budgetd/store"
 	"github.com/budgetd/budgetd/store/chschema"
@@ -494,32 +493,8 @@ func putAll(m pcommon.Map, keys, vals []string) {
 		if i >= len(vals) {
 			break
 		}
-		if list, ok := headerList(k, vals[i]); ok {
-			s := m.PutEmptySlice(k)
-			for _, v := range list {
-				s.AppendEmpty().SetStr(v)
-			}
-			continue
-		}
-		m.PutStr(k, vals[i])
+		translate.PutString(m, k, vals[i])
 	}
-}
-
-// headerPrefixes are the attributes the semantic conventions define as
-// string arrays, one element per header line. The exporter wrote them as
-// their JSON text; budgetd reads grpc-timeout and the other budget headers
-// from them, so they are turned back into arrays.
-var headerPrefixes = []string{"http.request.header.", "http.response.header.", "rpc.request.metadata.", "rpc.response.metadata."}
-
-func headerList(key, v string) ([]string, bool) {
-	if !strings.HasPrefix(v, "[") || !slices.ContainsFunc(headerPrefixes, func(p string) bool { return strings.HasPrefix(key, p) }) {
-		return nil, false
-	}
-	var list []string
-	if err := json.Unmarshal([]byte(v), &list); err != nil {
-		return nil, false
-	}
-	return list, true
 }
 
 // traceIDOf and spanIDOf decode hex ids; anything else is the zero id,
