@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -91,7 +90,7 @@ service:
       receivers: [otlp]
       exporters: [otlp_http/json]
 `, receiver, targets[0].ts.grpcAddr, targets[1].ts.httpAddr, targets[2].ts.httpAddr)
-			col := startCollector(t, bin, config, receiver)
+			col := proctest.StartConfigured(t, "the Collector", bin, config, receiver)
 
 			sent := sendThroughCollector(t, receiver, collectorSpans)
 			for _, tg := range targets {
@@ -120,17 +119,6 @@ service:
 			}
 		})
 	}
-}
-
-// startCollector runs the Collector with config and waits until its OTLP
-// receiver accepts connections. It is stopped when the test ends.
-func startCollector(t *testing.T, bin, config, receiver string) *proctest.Process {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "otelcol.yaml")
-	require.NoError(t, os.WriteFile(path, []byte(config), 0o600))
-	p := proctest.Start(t, "the Collector", bin, "--config", path)
-	p.WaitListening(t, receiver)
-	return p
 }
 
 // sendThroughCollector sends n spans, in traces of ten, to an OTLP/gRPC

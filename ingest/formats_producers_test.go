@@ -132,7 +132,7 @@ service:
       receivers: [otlp]
       exporters: [zipkin]
 `, receiver, zipkin.URL)
-	col := startCollector(t, bin, config, receiver)
+	col := proctest.StartConfigured(t, "the Collector", bin, config, receiver)
 	conn := dialOTLP(t, receiver)
 
 	c := newTestConverter(t, DefaultLimits())

@@ -115,6 +115,22 @@ func Start(t testing.TB, name, bin string, args ...string) *Process {
 	return p
 }
 
+// StartConfigured runs bin --config FILE, FILE holding the YAML config (a
+// Collector's or Jaeger v2's), and waits until each of addrs accepts
+// connections.
+func StartConfigured(t testing.TB, name, bin, config string, addrs ...string) *Process {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := Start(t, name, bin, "--config", path)
+	for _, addr := range addrs {
+		p.WaitListening(t, addr)
+	}
+	return p
+}
+
 // WaitListening waits until something accepts connections on addr, failing
 // the test when the process exits first or after 60 s.
 func (p *Process) WaitListening(t testing.TB, addr string) {

@@ -92,10 +92,7 @@ service:
       receivers: [otlp]
       exporters: [otlp_grpc, otlp_http/capture]
 `, receiver, jaeger.OTLP, capture.url)
-	configPath := filepath.Join(t.TempDir(), "otelcol.yaml")
-	require.NoError(t, os.WriteFile(configPath, []byte(config), 0o600))
-	col := proctest.Start(t, "the Collector", bin, "--config", configPath)
-	col.WaitListening(t, receiver)
+	col := proctest.StartConfigured(t, "the Collector", bin, config, receiver)
 
 	now := time.Now().UTC().Truncate(time.Second)
 	delta := now.Add(-30 * time.Minute).Sub(fixturesStart)

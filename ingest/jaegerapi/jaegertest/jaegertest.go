@@ -10,8 +10,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -103,11 +101,7 @@ service:
       receivers: [otlp]
       exporters: [jaeger_storage_exporter]
 `, authExtension, j.Query, auth, proctest.FreeAddr(t), j.OTLP, extensions)
-	path := filepath.Join(t.TempDir(), "jaeger.yaml")
-	require.NoError(t, os.WriteFile(path, []byte(config), 0o600))
-	j.proc = proctest.Start(t, "Jaeger", bin, "--config", path)
-	j.proc.WaitListening(t, j.OTLP)
-	j.proc.WaitListening(t, j.Query)
+	j.proc = proctest.StartConfigured(t, "Jaeger", bin, config, j.OTLP, j.Query)
 	return j
 }
 
