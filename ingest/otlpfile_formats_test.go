@@ -82,35 +82,6 @@ func bySpanID(spans []schema.Span) []schema.Span {
 	return out
 }
 
-func TestReadJaegerAndZipkinMalformed(t *testing.T) {
-	tests := []struct {
-		name, data, wantErr string
-	}{
-		{"jaeger bad span id", `{"data":[{"traceID":"1","spans":[{"spanID":"1"},{"spanID":"1"},{"spanID":"xyz"}]}]}`,
-			`read jaeger json: trace 1 span 3: bad spanID "xyz"`},
-		{"jaeger cut short", "{\n  \"data\": [\n    {\"traceID\": \"1\", \"spans\": [", "read jaeger json: line 3, column 32: unexpected end of JSON input"},
-		{"zipkin bad id", `[{"traceId":"1","id":"q"}]`, `read zipkin json: span 1: bad id "q"`},
-		{"zipkin cut short", `[{"traceId":"1",`, "read zipkin json: column 17: unexpected end of JSON input"},
-		{"zipkin trailing garbage", `[] x`, "read zipkin json: column 4: invalid character 'x' after top-level value"},
-		{"an object of another format", `{"result":{"resourceSpans":[]}}`,
-			`read trace file: a JSON object with none of the keys of a format budgetd reads (first key "result"; OTLP/JSON has resourceSpans, Jaeger JSON data or spans, and Zipkin v2 JSON is an array)`},
-		{"not a trace file", "hello, world", "read otlp protobuf: "},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := ReadTraces(strings.NewReader(tt.data))
-			require.Error(t, err)
-			require.Nil(t, got)
-			require.True(t, strings.HasPrefix(err.Error(), tt.wantErr), "error %q does not start with %q", err, tt.wantErr)
-		})
-	}
-	_, err := ReadTraces(strings.NewReader("hello, world"))
-	require.ErrorContains(t, err, "and the file is not JSON either (OTLP/JSON and Jaeger JSON start with {, Zipkin v2 JSON with [)")
-}
-
-// TestReadZipkinCountsRejected checks that a translated file's invalid spans
-// take the OTLP path: the Converter rejects and counts them, and
-// ReadSpansFile names the file and the format when a file cannot be read.
 func TestReadZipkinCountsRejected(t *testing.T) {
 	c := newTestConverter(t, DefaultLimits())
 	data := `[{"traceId":"1","id":"1","timestamp":1,"duration":1},{"traceId":"0","id":"2"},{"traceId":"1","id":"0000000000000000"}]`
@@ -124,9 +95,4 @@ func TestReadZipkinCountsRejected(t *testing.T) {
 	require.NoError(t, os.WriteFile(bad, []byte(`[{"traceId":"1","id":"2","timestamp":-3}]`), 0o600))
 	_, err = ReadSpansFile(bad, c)
 	require.EqualError(t, err, "read spans from "+bad+": read zipkin json: span 1: bad timestamp: -3 is not a whole number of microseconds from 0 to 18446744073709551")
-}
-
-func TestForeignFormatString(t *testing.T) {
-	require.Equal(t, "jaeger json", FormatJaegerJSON.String())
-	require.Equal(t, "zipkin json", FormatZipkinJSON.String())
 }

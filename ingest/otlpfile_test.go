@@ -195,6 +195,16 @@ func TestReadTracesMalformed(t *testing.T) {
 		{"json lines with a bad span id", good + "\n" + `{"resourceSpans":[{"scopeSpans":[{"spans":[{"spanId":"zz"}]}]}]}`, "read otlp json lines: line 2: "},
 		{"json lines with an array", good + "\n[1]", "read otlp json lines: line 2: not a JSON object"},
 		{"json lines with trailing garbage", good + "\n" + good + " x", "read otlp json lines: line 2: column "},
+		// Jaeger and Zipkin JSON (ingest/translate).
+		{"jaeger bad span id", `{"data":[{"traceID":"1","spans":[{"spanID":"1"},{"spanID":"1"},{"spanID":"xyz"}]}]}`,
+			`read jaeger json: trace 1 span 3: bad spanID "xyz"`},
+		{"jaeger cut short", "{\n  \"data\": [\n    {\"traceID\": \"1\", \"spans\": [", "read jaeger json: line 3, column 32: unexpected end of JSON input"},
+		{"zipkin bad id", `[{"traceId":"1","id":"q"}]`, `read zipkin json: span 1: bad id "q"`},
+		{"zipkin cut short", `[{"traceId":"1",`, "read zipkin json: column 17: unexpected end of JSON input"},
+		{"zipkin trailing garbage", `[] x`, "read zipkin json: column 4: invalid character 'x' after top-level value"},
+		{"an object of another format", `{"result":{"resourceSpans":[]}}`,
+			`read trace file: a JSON object with none of the keys of a format budgetd reads (first key "result"; OTLP/JSON has resourceSpans, Jaeger JSON data or spans, and Zipkin v2 JSON is an array)`},
+		{"not a trace file", "hello, world", "read otlp protobuf: "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -261,6 +271,8 @@ func TestFormatString(t *testing.T) {
 	require.Equal(t, "otlp protobuf", FormatProtobuf.String())
 	require.Equal(t, "otlp json", FormatJSON.String())
 	require.Equal(t, "otlp json lines", FormatJSONLines.String())
+	require.Equal(t, "jaeger json", FormatJaegerJSON.String())
+	require.Equal(t, "zipkin json", FormatZipkinJSON.String())
 	require.Equal(t, "format(0)", Format(0).String())
 }
 
