@@ -415,7 +415,24 @@ func (b *Builder) deadlineObservable(c *Call, fires map[[2]string]int) bool {
 func (b *Builder) latency(caller, callee string, known bool, lat *edgeLatency) {
 	tail, near := 0, 0
 	for ci, c := range b.log.Calls {
-		if c.Caller != caller || c.Callee != callee || !c.TimedOut {
+		if c.Caller != caller || c.Callee != callee {
+			continue
+		}
+		if !c.TimedOut {
+			// A call answered about when its timer fired (the answer won
+			// the race), or whose callee's span ended late after
+			// answering, leaves a latency sample at the timeout: not the
+			// tail of a latency_inversion, but one budgetd's p99 over a
+			// few dozen samples can land on.
+			d := c.End.Sub(c.Start)
+			for _, inv := range b.log.Invs {
+				if inv.Call == ci {
+					d = max(d, inv.End.Sub(inv.Start))
+				}
+			}
+			if c.OwnTimeout > 0 && d >= c.OwnTimeout-stopWidth(c.OwnTimeout) {
+				near++
+			}
 			continue
 		}
 		// budgetd takes a callee that ends within one timer's width of the
