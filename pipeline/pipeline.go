@@ -87,6 +87,12 @@ type Pipeline struct {
 
 	mu  sync.Mutex // guards asm
 	asm *analyze.Assembler
+	// processMu serialises analyses: the worker's tick and Flush each take
+	// due traces from asm, and a Flush that found nothing due while the
+	// worker was still writing what it took would return before those
+	// results are stored. Holding it across take-analyse-write makes Flush
+	// mean what it says.
+	processMu sync.Mutex
 
 	// edgeMu serialises edge evaluations and guards edges, the edge
 	// findings of the last one (distinct.go).
@@ -171,7 +177,9 @@ func (p *Pipeline) Shutdown(ctx context.Context) error {
 }
 
 // Flush analyses every held trace now, due or not, writes the results, and
-// writes the per-edge findings of the window so far.
+// writes the per-edge findings of the window so far. When it returns, the
+// results of every span handed to Spans before the call are written (or
+// their write failed): it waits for an analysis the worker has in flight.
 func (p *Pipeline) Flush(ctx context.Context) error {
 	return errors.Join(p.process(ctx, true), p.writeEdgeFindings(ctx))
 }
@@ -208,6 +216,8 @@ func (p *Pipeline) loop() {
 // process analyses the due traces (all of them with flush) and writes hops
 // and findings.
 func (p *Pipeline) process(ctx context.Context, flush bool) error {
+	p.processMu.Lock()
+	defer p.processMu.Unlock()
 	now := p.now()
 	p.mu.Lock()
 	due := p.asm.Ready(now, flush)

@@ -532,3 +532,25 @@ func TestFindingsBoundedPerProblem(t *testing.T) {
 	}
 	require.EqualValues(t, 30*perTrace, counted, "a re-analysed trace counts once")
 }
+
+// TestFlushWaitsForTheWorker hands a trace to a running pipeline, waits
+// until the worker has taken it for analysis, and flushes: when Flush
+// returns, the worker's findings must be stored. (Before Flush waited for
+// the worker, it found nothing due and returned while the worker was still
+// writing, and a caller reading the store right after saw nothing.)
+func TestFlushWaitsForTheWorker(t *testing.T) {
+	s := openStore(t, "pipeline_flush_waits")
+	cfg := DefaultConfig()
+	cfg.Tick, cfg.Assembly.Idle = time.Millisecond, time.Millisecond
+	p, err := New(cfg, Settings{Store: s, Analyzer: analyze.New(analyze.DefaultConfig())})
+	require.NoError(t, err)
+	p.Start()
+	defer func() { require.NoError(t, p.Shutdown(context.Background())) }()
+
+	spans := fixtureSpans(t, "timeout_inversion_positive")
+	p.Spans(spans)
+	require.Eventually(t, func() bool { traces, _ := p.pending(); return traces == 0 }, time.Minute, time.Millisecond,
+		"the worker takes the idle trace")
+	require.NoError(t, p.Flush(context.Background()))
+	require.Equal(t, goldenIDs(t, "timeout_inversion_positive"), storedIDs(t, s))
+}
