@@ -88,12 +88,5 @@ func TestFollowOTelTraces(t *testing.T) {
 // traceFindingIDs are the ids of the findings the API serves, edge
 // findings (latency_inversion) left out, sorted.
 func traceFindingIDs(t *testing.T, addr string) []string {
-	var ids []string
-	for _, f := range findings(t, addr) {
-		if f.Kind != "latency_inversion" {
-			ids = append(ids, f.ID)
-		}
-	}
-	sort.Strings(ids)
-	return ids
+	return fixturestest.TraceFindingIDs(findings(t, addr))
 }

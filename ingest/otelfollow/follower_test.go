@@ -18,7 +18,6 @@ import (
 	"github.com/budgetd/budgetd/ingest"
 	"github.com/budgetd/budgetd/pipeline"
 	"github.com/budgetd/budgetd/problems"
-	"github.com/budgetd/budgetd/schema"
 	"github.com/budgetd/budgetd/store"
 	"github.com/budgetd/budgetd/store/chsql"
 	"github.com/budgetd/budgetd/store/embedded/embeddedtest"
@@ -119,9 +118,8 @@ func (e *env) poll() PollResult {
 	before := e.dur.Counters().Spans
 	res, err := e.f.Poll(ctx)
 	require.NoError(e.t, err)
-	waitFor(e.t, "the write path to store the committed spans", func() bool {
-		return e.dur.Counters().Spans >= before+uint64(res.Spans)
-	})
+	require.Eventually(e.t, func() bool { return e.dur.Counters().Spans >= before+uint64(res.Spans) }, time.Minute, 10*time.Millisecond,
+		"the write path stores the committed spans")
 	require.NoError(e.t, e.pl.Flush(ctx))
 	return res
 }
@@ -131,14 +129,7 @@ func (e *env) findingIDs() []string {
 	e.t.Helper()
 	page, err := e.st.Findings(context.Background(), store.FindingQuery{Limit: store.MaxPageSize})
 	require.NoError(e.t, err)
-	var ids []string
-	for _, f := range page.Findings {
-		if f.Kind != schema.KindLatencyInversion {
-			ids = append(ids, f.ID)
-		}
-	}
-	sort.Strings(ids)
-	return ids
+	return fixturestest.TraceFindingIDs(page.Findings)
 }
 
 func (e *env) spanRows() uint64 {
@@ -165,18 +156,6 @@ func (e *env) metric(name string) float64 {
 	}
 	e.t.Fatalf("no metric %s", name)
 	return 0
-}
-
-// waitFor polls cond until it holds, failing after a minute.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func union(lists ...[]string) []string {
