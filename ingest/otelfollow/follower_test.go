@@ -2,8 +2,10 @@ package otelfollow
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,6 +40,10 @@ type env struct {
 	walDir string
 	db     string // the exporter's database
 	cfg    Config
+
+	// saves, when set, stands between the follower and the store's
+	// SaveFollowPosition.
+	saves *failingSaves
 
 	mu  sync.Mutex
 	now time.Time
@@ -96,7 +102,11 @@ func (e *env) start() {
 	dcfg.WAL.FlushInterval = 10 * time.Millisecond
 	e.dur, err = durable.OpenLog(dcfg, durable.Settings{Store: e.st, Sink: e.pl, Registerer: e.reg})
 	require.NoError(t, err)
-	e.f, err = New(e.cfg, Settings{Durability: e.dur, Store: e.st, Limits: ingest.DefaultLimits(), Registerer: e.reg, Now: e.clock})
+	var st Store = e.st
+	if e.saves != nil {
+		st = e.saves
+	}
+	e.f, err = New(e.cfg, Settings{Durability: e.dur, Store: st, Limits: ingest.DefaultLimits(), Registerer: e.reg, Now: e.clock})
 	require.NoError(t, err)
 }
 
@@ -312,4 +322,52 @@ func TestFollowBoundsPolls(t *testing.T) {
 	require.Equal(t, fixturestest.GoldenIDs(t, name), e.findingIDs())
 	require.EqualValues(t, 20, e.metric("budgetd_analysis_traces_total"))
 	require.Equal(t, float64(polls-1), e.metric("budgetd_follow_full_polls_total"))
+}
+
+// failingSaves fails SaveFollowPosition while fail is set: the process
+// dying between committing a poll's spans and storing its position, which
+// a real engine cannot be made to do on cue.
+type failingSaves struct {
+	*chsql.Store
+	fail atomic.Bool
+}
+
+func (s *failingSaves) SaveFollowPosition(ctx context.Context, source string, positionNs uint64) error {
+	if s.fail.Load() {
+		return errors.New("the process died here")
+	}
+	return s.Store.SaveFollowPosition(ctx, source, positionNs)
+}
+
+// TestFollowCommittedButNotSaved: spans committed by a poll whose position
+// was not stored are taken again at the next start, and neither stored nor
+// analysed twice.
+func TestFollowCommittedButNotSaved(t *testing.T) {
+	e := newEnv(t)
+	e.saves = &failingSaves{Store: e.st}
+	e.saves.fail.Store(true)
+	const name = "seed000_independent_timeouts"
+	td := fixturestest.Moved(t, name, 0)
+	e.write(td)
+	e.setClock(fixturestest.End(td).Add(e.cfg.Settle))
+	e.start()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := e.f.Poll(ctx)
+	require.ErrorContains(t, err, "save position: the process died here")
+	require.Eventually(t, func() bool { return e.dur.Counters().Spans == uint64(td.SpanCount()) }, time.Minute, 10*time.Millisecond)
+	require.NoError(t, e.pl.Flush(ctx))
+	require.Equal(t, fixturestest.GoldenIDs(t, name), e.findingIDs())
+	analysed := e.metric("budgetd_analysis_traces_total")
+	require.Positive(t, analysed)
+	e.stop()
+
+	e.saves.fail.Store(false)
+	e.start()
+	defer e.stop()
+	res := e.poll()
+	require.Equal(t, PollResult{Traces: int(analysed), Stored: td.SpanCount()}, res, "taken again, committed not again")
+	require.Zero(t, e.metric("budgetd_analysis_traces_total"))
+	require.EqualValues(t, td.SpanCount(), e.spanRows())
+	require.Equal(t, fixturestest.GoldenIDs(t, name), e.findingIDs())
 }
