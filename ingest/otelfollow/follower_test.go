@@ -22,6 +22,9 @@ import (
 	"github.com/budgetd/budgetd/problems"
 	"github.com/budgetd/budgetd/store"
 	"github.com/budgetd/budgetd/store/chsql"
+	"github.com/budgetd/budgetd/store/clickhouse"
+	"github.com/budgetd/budgetd/store/clickhouse/clickhousetest"
+	"github.com/budgetd/budgetd/store/embedded"
 	"github.com/budgetd/budgetd/store/embedded/embeddedtest"
 	"github.com/budgetd/budgetd/store/oteltraces/oteltracestest"
 )
@@ -37,6 +40,7 @@ func TestMain(m *testing.M) {
 type env struct {
 	t      *testing.T
 	st     *chsql.Store
+	src    chsql.Conn // where the exporter's table is: chDB
 	walDir string
 	db     string // the exporter's database
 	cfg    Config
@@ -57,10 +61,16 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	st := embeddedtest.Open(t, "follow")
-	e := &env{t: t, st: st, walDir: t.TempDir(), db: "otel_" + st.Database()}
+	return newEnvOn(t, st, st.Conn())
+}
+
+// newEnvOn is an env whose budgetd store is st, and whose exporter table
+// is on src, a connection to the chDB engine of embeddedtest.DataDir.
+func newEnvOn(t *testing.T, st *chsql.Store, src chsql.Conn) *env {
+	e := &env{t: t, st: st, src: src, walDir: t.TempDir(), db: "otel_" + st.Database()}
 	ctx := context.Background()
-	require.NoError(t, oteltracestest.Create(ctx, st.Conn(), oteltracestest.Layouts()[0], e.db, "otel_traces"))
-	t.Cleanup(func() { _ = st.Conn().Exec(context.Background(), "DROP DATABASE IF EXISTS "+e.db, nil) })
+	require.NoError(t, oteltracestest.Create(ctx, src, oteltracestest.Layouts()[0], e.db, "otel_traces"))
+	t.Cleanup(func() { _ = src.Exec(context.Background(), "DROP DATABASE IF EXISTS "+e.db, nil) })
 	e.cfg = DefaultConfig()
 	e.cfg.Source, e.cfg.Table = embeddedtest.DataDir(t), e.db+".otel_traces"
 	e.cfg.Settle, e.cfg.Since = 5*time.Second, 24*time.Hour
@@ -82,7 +92,7 @@ func (e *env) setClock(now time.Time) {
 // write inserts td into the exporter's table as the exporter does.
 func (e *env) write(td ptrace.Traces) {
 	e.t.Helper()
-	require.NoError(e.t, oteltracestest.Write(context.Background(), e.st.Conn(), oteltracestest.Layouts()[0], e.db, "otel_traces", td))
+	require.NoError(e.t, oteltracestest.Write(context.Background(), e.src, oteltracestest.Layouts()[0], e.db, "otel_traces", td))
 }
 
 func (e *env) start() {
@@ -182,7 +192,28 @@ func union(lists ...[]string) []string {
 // analyses each trace once, with the findings `budgetd analyze` gives for
 // the same fixtures.
 func TestFollow(t *testing.T) {
-	e := newEnv(t)
+	follow(t, newEnv(t))
+}
+
+// TestFollowIntoClickHouseServer is TestFollow with budgetd's store on a
+// ClickHouse 18.16 server (its positions, spans and findings there) and
+// the exporter's table in chDB: 18.16 cannot hold the exporter's table
+// (Map needs 21.1, DateTime64 20.1), but budgetd's own tables must work on
+// it.
+func TestFollowIntoClickHouseServer(t *testing.T) {
+	srv := clickhousetest.Start(t)
+	cfg := clickhouse.DefaultConfig()
+	cfg.DSN = srv.DSN("follow")
+	st, err := clickhouse.Open(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	src, err := embedded.Connect(embeddedtest.DataDir(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = src.Close() })
+	follow(t, newEnvOn(t, st, src))
+}
+
+func follow(t *testing.T, e *env) {
 	base := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
 	// Each batch is a fixture moved to end at a time of its own, an hour
 	// after the previous one.

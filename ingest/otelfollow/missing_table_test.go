@@ -35,8 +35,8 @@ func TestFollowWaitsForTheTable(t *testing.T) {
 	e.f, err = New(e.cfg, Settings{Durability: e.dur, Store: e.st, Limits: ingest.DefaultLimits(), Now: e.clock})
 	require.NoError(t, err)
 
-	require.NoError(t, oteltracestest.Create(ctx, e.st.Conn(), oteltracestest.Layouts()[0], e.db, "later"))
-	require.NoError(t, oteltracestest.Write(ctx, e.st.Conn(), oteltracestest.Layouts()[0], e.db, "later", td))
+	require.NoError(t, oteltracestest.Create(ctx, e.src, oteltracestest.Layouts()[0], e.db, "later"))
+	require.NoError(t, oteltracestest.Write(ctx, e.src, oteltracestest.Layouts()[0], e.db, "later", td))
 	res := e.poll()
 	require.Equal(t, td.SpanCount(), res.Spans)
 	require.Equal(t, fixturestest.GoldenIDs(t, "seed000_independent_timeouts"), e.findingIDs())
