@@ -74,8 +74,9 @@ type Follower struct {
 	position int64
 	loaded   bool
 
-	stop chan struct{}
-	done chan struct{}
+	stop    chan struct{}      // closed by Shutdown: no new poll
+	done    chan struct{}      // closed when the loop returned
+	abandon context.CancelFunc // ends the loop's poll in flight
 }
 
 // New validates cfg and connects to the source, read-only (no database is
@@ -120,13 +121,15 @@ func New(cfg Config, set Settings) (*Follower, error) {
 // cfg.Poll.
 func (f *Follower) Start() {
 	f.stop, f.done = make(chan struct{}), make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	f.abandon = cancel
 	f.log.Info("following otel traces", "source", f.key, "settle", f.cfg.Settle, "poll", f.cfg.Poll)
-	go f.loop()
+	go f.loop(ctx)
 }
 
-// Shutdown stops polling, abandoning a poll in flight when ctx ends first
-// (its position is not saved, so the next start takes its traces again),
-// and closes the source connection.
+// Shutdown stops polling: a poll in flight finishes, unless ctx ends first
+// (then it is abandoned and its position not saved, so the next start
+// takes its traces again). Then it closes the source connection.
 func (f *Follower) Shutdown(ctx context.Context) error {
 	var err error
 	if f.stop != nil {
@@ -135,26 +138,18 @@ func (f *Follower) Shutdown(ctx context.Context) error {
 		case <-f.done:
 		case <-ctx.Done():
 			err = fmt.Errorf("stop following otel traces: %w", ctx.Err())
-			<-f.done // the loop's context ends with stop: it returns promptly
+			f.abandon()
+			<-f.done // every call of the poll honours its context
 		}
+		f.abandon()
 		f.log.Info("stopped following otel traces", "source", f.key, "position", time.Unix(0, f.position).UTC())
 	}
 	return errors.Join(err, f.conn.Close())
 }
 
-func (f *Follower) loop() {
+// loop polls until stop; ctx ends when Shutdown gives up waiting.
+func (f *Follower) loop(ctx context.Context) {
 	defer close(f.done)
-	// Polls in flight end with Shutdown: a commit or a read does not hold
-	// the stop up.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-f.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	tick := time.NewTicker(f.cfg.Poll)
 	defer tick.Stop()
 	for {
