@@ -34,6 +34,12 @@ func TestFollowOTelTraces(t *testing.T) {
 	// retry_amplification_positive's root span lasts 1,000 s: the scan for
 	// due traces must reach back to where it started.
 	f.MaxTraceDuration = time.Hour
+	// A few traces a poll: the 20 traces of the first batch take several
+	// polls, one straight after the other.
+	f.MaxSpansPerPoll = 20
+	// Every finding is stored in full, so they can be compared with the
+	// golden files.
+	cfg.Problems.ExamplesPerInterval = 1_000_000
 	// write puts a fixture into the table, moved to end at end.
 	write := func(name string, end time.Time) {
 		td := fixturestest.Moved(t, name, 0)
@@ -60,13 +66,14 @@ func TestFollowOTelTraces(t *testing.T) {
 		require.Equal(t, want, traceFindingIDs(t, a.APIAddr()))
 	}
 
-	write("seed000_independent_timeouts", time.Now())
+	write("seed004_gateway_retry", time.Now())
 	a := start()
-	first := fixturestest.GoldenIDs(t, "seed000_independent_timeouts")
+	first := fixturestest.GoldenIDs(t, "seed004_gateway_retry")
 	waitForFindings(a, first)
 	m := scrape(t, a.APIAddr())
-	require.Positive(t, m["budgetd_follow_traces_total"])
-	require.Equal(t, m["budgetd_follow_traces_total"], m["budgetd_analysis_traces_total"])
+	require.EqualValues(t, 20, m["budgetd_follow_traces_total"])
+	require.EqualValues(t, 20, m["budgetd_analysis_traces_total"])
+	require.Positive(t, m["budgetd_follow_full_polls_total"])
 	stop(a)
 
 	a = start()

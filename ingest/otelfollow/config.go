@@ -32,8 +32,9 @@ type Config struct {
 	// most this long before the position; a longer trace is read from
 	// there on.
 	MaxTraceDuration time.Duration `yaml:"max_trace_duration"`
-	// MaxSpansPerPoll bounds the spans one poll reads; the rest of the
-	// window is taken at the next polls, whole traces at a time.
+	// MaxSpansPerPoll bounds the spans one poll reads, and so holds in
+	// memory (about 1–2 KiB each, converted); the rest of the window is
+	// taken by the next polls, at once, whole traces at a time.
 	MaxSpansPerPoll int `yaml:"max_spans_per_poll"`
 	// Timeout bounds each call to the source and to budgetd's store.
 	Timeout time.Duration `yaml:"timeout"`
@@ -48,7 +49,7 @@ func DefaultConfig() Config {
 		Poll:             5 * time.Second,
 		Since:            time.Hour,
 		MaxTraceDuration: 10 * time.Minute,
-		MaxSpansPerPoll:  100_000,
+		MaxSpansPerPoll:  20_000,
 		Timeout:          30 * time.Second,
 	}
 }

@@ -153,10 +153,24 @@ func (f *Follower) loop(ctx context.Context) {
 	tick := time.NewTicker(f.cfg.Poll)
 	defer tick.Stop()
 	for {
-		if _, err := f.Poll(ctx); err != nil && ctx.Err() == nil {
+		res, err := f.Poll(ctx)
+		if err != nil && ctx.Err() == nil {
 			f.m.errors.Inc()
 			if ok, suppressed := f.errs.Allow("poll", f.now()); ok {
 				f.log.Warn("following otel traces: poll failed, retrying at the next", "source", f.key, "err", err, "suppressed", suppressed)
+			}
+		}
+		// A poll cut short by max_spans_per_poll is followed by the next
+		// at once: the bound is on memory, not on throughput, so a table
+		// filling faster than one poll's spans per interval is still
+		// caught up with. A full write-ahead log fails the commit, which
+		// waits for the tick.
+		if err == nil && res.More {
+			select {
+			case <-f.stop:
+				return
+			default:
+				continue
 			}
 		}
 		select {
