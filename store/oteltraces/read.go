@@ -88,9 +88,6 @@ func Open(ctx context.Context, conn chsql.Conn, database, table string) (*Table,
 	return &Table{r: reader{conn: conn, lay: lay, table: full}}, nil
 }
 
-// Name returns DATABASE.TABLE.
-func (t *Table) Name() string { return t.r.table }
-
 // Read reads cfg's window from the table over conn and converts the rows
 // with conv. It issues only SELECTs.
 func Read(ctx context.Context, conn chsql.Conn, cfg Config, conv *ingest.Converter) (Result, error) {
