@@ -364,7 +364,7 @@ type followPositionRow struct {
 }
 
 // followPositionsTable holds the followers' positions
-// (0014_follow_positions.sql).
+// (0015_follow_positions.sql).
 var followPositionsTable = table[followPositionRow]{name: "follow_positions", columns: []column[followPositionRow]{
 	{"source", "String", func(c *Column, r followPositionRow) { c.AppendString(r.source) }},
 	{"position_ns", "UInt64", func(c *Column, r followPositionRow) { c.AppendUInt64(r.positionNs) }},
