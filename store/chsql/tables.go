@@ -1,6 +1,7 @@
 package chsql
 
 import (
+	"encoding/base64"
 	"fmt"
 	"strings"
 
@@ -104,8 +105,8 @@ type ColumnType struct {
 func InsertTables(f chschema.Features) []TableColumns {
 	return []TableColumns{
 		spansTable.declared(f), traceIndexTable.declared(f), hopsTable.declared(f), findingsTable.declared(f),
-		reanalysedTable.declared(f), problemStatsTable.declared(f), batchesTable.declared(f), migrationsTable.declared(f),
-		followPositionsTable.declared(f),
+		reanalysedTable.declared(f), problemStatsTable.declared(f), edgeStatesTable.declared(f), batchesTable.declared(f),
+		migrationsTable.declared(f), followPositionsTable.declared(f),
 	}
 }
 
@@ -310,6 +311,21 @@ var problemStatsTable = table[*problems.Stat]{name: "problem_stats", columns: []
 	{"findings", "UInt64", func(c *Column, s *problems.Stat) { c.AppendUInt64(s.Findings) }},
 	{"requests", "UInt64", func(c *Column, s *problems.Stat) { c.AppendUInt64(s.Requests) }},
 	{"impact", "Float64", func(c *Column, s *problems.Stat) { c.AppendFloat64(s.Impact) }},
+}}
+
+// edgeStatesTable holds the replicas' edge statistics
+// (0014_edge_states.sql). Reads scan its columns in this order
+// (EdgeStates).
+var edgeStatesTable = table[*schema.EdgeState]{name: "edge_states", columns: []column[*schema.EdgeState]{
+	{"replica", "String", func(c *Column, e *schema.EdgeState) { c.AppendString(e.Replica) }},
+	{"evaluated_ns", "UInt64", func(c *Column, e *schema.EdgeState) { c.AppendUInt64(e.EvaluatedNs) }},
+	{"caller_service", "String", func(c *Column, e *schema.EdgeState) { c.AppendString(e.CallerService) }},
+	{"caller_operation", "String", func(c *Column, e *schema.EdgeState) { c.AppendString(e.CallerOperation) }},
+	{"callee_service", "String", func(c *Column, e *schema.EdgeState) { c.AppendString(e.CalleeService) }},
+	{"callee_operation", "String", func(c *Column, e *schema.EdgeState) { c.AppendString(e.CalleeOperation) }},
+	// Base64: the embedded engine inserts through JSON, which would turn
+	// bytes that are not UTF-8 into replacement characters.
+	{"state", "String", func(c *Column, e *schema.EdgeState) { c.AppendString(base64.StdEncoding.EncodeToString(e.State)) }},
 }}
 
 // reanalysedRow records that a trace was analysed again.
