@@ -2,8 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"encoding/json"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -16,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/budgetd/budgetd/analyze"
+	"github.com/budgetd/budgetd/fixtures/fixturestest"
 	"github.com/budgetd/budgetd/ingest"
 	"github.com/budgetd/budgetd/problems"
 	"github.com/budgetd/budgetd/schema"
@@ -39,21 +38,7 @@ func fixtureSpans(t *testing.T, name string) []schema.Span {
 	return spans
 }
 
-func goldenIDs(t *testing.T, name string) []string {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "fixtures", name+".golden.json"))
-	require.NoError(t, err)
-	var report analyze.Report
-	require.NoError(t, json.Unmarshal(data, &report))
-	var ids []string
-	for _, f := range report.Findings {
-		if f.Kind != schema.KindLatencyInversion {
-			ids = append(ids, f.ID)
-		}
-	}
-	sort.Strings(ids)
-	return ids
-}
+func goldenIDs(t *testing.T, name string) []string { return fixturestest.GoldenIDs(t, name) }
 
 func storedIDs(t *testing.T, s store.Store) []string {
 	t.Helper()

@@ -687,7 +687,12 @@ const missingChunk = 500
 func (s *Store) MissingSpans(ctx context.Context, spans []schema.Span) ([]schema.Span, error) {
 	traces := make(map[schema.TraceID]bool)
 	var ids []string
+	// A stored copy of a span starts when the span does: bounding the
+	// lookup to the spans' start times lets it skip the day partitions
+	// that cannot hold them.
+	lo, hi := ^uint64(0), uint64(0)
 	for i := range spans {
+		lo, hi = min(lo, spans[i].StartNs), max(hi, spans[i].StartNs)
 		if !traces[spans[i].TraceID] {
 			traces[spans[i].TraceID] = true
 			ids = append(ids, spans[i].TraceID.String())
@@ -699,12 +704,13 @@ func (s *Store) MissingSpans(ctx context.Context, spans []schema.Span) ([]schema
 	stored := make(map[key]bool)
 	for lo := 0; lo < len(ids); lo += missingChunk {
 		chunk := ids[lo:min(lo+missingChunk, len(ids))]
-		params := make(Params, len(chunk))
+		params := make(Params, len(chunk), len(chunk)+2)
 		for i, id := range chunk {
 			params[i] = P("t"+strconv.Itoa(i), id)
 		}
+		params = append(params, P("lo", lo), P("hi", hi))
 		rows, err := s.conn.Query(ctx, "SELECT trace_id, span_id FROM "+s.db+".spans WHERE trace_id IN ("+
-			inList("t", "String", len(chunk))+")", params)
+			inList("t", "String", len(chunk))+") AND start_ns >= {lo:UInt64} AND start_ns <= {hi:UInt64}", params)
 		if err != nil {
 			return nil, wrapCtx(ctx, fmt.Errorf("look up stored spans: %w", err))
 		}

@@ -106,7 +106,7 @@ func InsertTables(f chschema.Features) []TableColumns {
 	return []TableColumns{
 		spansTable.declared(f), traceIndexTable.declared(f), hopsTable.declared(f), findingsTable.declared(f),
 		reanalysedTable.declared(f), problemStatsTable.declared(f), edgeStatesTable.declared(f), batchesTable.declared(f),
-		migrationsTable.declared(f),
+		migrationsTable.declared(f), followPositionsTable.declared(f),
 	}
 }
 
@@ -370,4 +370,19 @@ var migrationsTable = table[migrationRow]{name: "schema_migrations", columns: []
 	{"version", "UInt32", func(c *Column, r migrationRow) { c.AppendUInt32(r.version) }},
 	{"name", "String", func(c *Column, r migrationRow) { c.AppendString(r.name) }},
 	{"applied_ns", "UInt64", func(c *Column, r migrationRow) { c.AppendUInt64(r.appliedNs) }},
+}}
+
+// followPositionRow records how far a followed table has been read.
+type followPositionRow struct {
+	source     string
+	positionNs uint64
+	savedNs    uint64
+}
+
+// followPositionsTable holds the followers' positions
+// (0015_follow_positions.sql).
+var followPositionsTable = table[followPositionRow]{name: "follow_positions", columns: []column[followPositionRow]{
+	{"source", "String", func(c *Column, r followPositionRow) { c.AppendString(r.source) }},
+	{"position_ns", "UInt64", func(c *Column, r followPositionRow) { c.AppendUInt64(r.positionNs) }},
+	{"saved_ns", "UInt64", func(c *Column, r followPositionRow) { c.AppendUInt64(r.savedNs) }},
 }}

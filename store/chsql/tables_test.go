@@ -63,8 +63,9 @@ func TestTablesBuildValidBlocks(t *testing.T) {
 	require.Equal(t, []string{"AP8=", ""}, blk.Columns[6].Strings, "states are sent as base64")
 	fill(t, &batchesTable, batchRow{token: "t", table: "spans", rows: 1, writtenNs: 2}, batchRow{})
 	fill(t, &migrationsTable, migrationRow{version: 1, name: "0001_spans", appliedNs: 2}, migrationRow{})
+	fill(t, &followPositionsTable, followPositionRow{source: "clickhouse://h:9000 otel.otel_traces", positionNs: 1, savedNs: 2}, followPositionRow{})
 
-	require.Len(t, InsertTables(chschema.Features{}), 9, "InsertTables lists every table above")
+	require.Len(t, InsertTables(chschema.Features{}), 10, "InsertTables lists every table above")
 }
 
 // TestDeclaredTypes: a LowCardinality column is declared as such only on

@@ -54,6 +54,7 @@ func Run(t *testing.T, h Harness) {
 		{"a batch over 101 days is stored whole", testManyDays},
 		{"a batch larger than one insert block is stored whole", testLargeBatch},
 		{"missing spans are told from stored ones", testMissingSpans},
+		{"follow positions resume and never move back", testFollowPositions},
 		{"concurrent writers", testConcurrentWriters},
 		{"paths, edges and totals", testAggregates},
 		{"edges report inferred timeouts", testInferredEdge},
@@ -524,6 +525,32 @@ func testMissingSpans(t *testing.T, h Harness) {
 	all, err := s.MissingSpans(ctx, spans[700:])
 	require.NoError(t, err)
 	require.Equal(t, spans[700:], all)
+}
+
+func testFollowPositions(t *testing.T, h Harness) {
+	s, db := open(t, h)
+	ctx := ctxT(t)
+	_, ok, err := s.FollowPosition(ctx, "clickhouse://a:9000 otel.otel_traces")
+	require.NoError(t, err)
+	require.False(t, ok, "a source never followed has no position")
+	require.NoError(t, s.SaveFollowPosition(ctx, "clickhouse://a:9000 otel.otel_traces", 200))
+	require.NoError(t, s.SaveFollowPosition(ctx, "clickhouse://a:9000 otel.otel_traces", 300))
+	require.NoError(t, s.SaveFollowPosition(ctx, "clickhouse://a:9000 otel.otel_traces", 250), "a late, smaller save")
+	require.NoError(t, s.SaveFollowPosition(ctx, "/data other.otel_traces", 7))
+
+	// A restart opens the database again.
+	again, err := h.Open(ctx, db)
+	require.NoError(t, err)
+	defer again.Close()
+	for _, tt := range []struct {
+		source string
+		want   uint64
+	}{{"clickhouse://a:9000 otel.otel_traces", 300}, {"/data other.otel_traces", 7}} {
+		pos, ok, err := again.FollowPosition(ctx, tt.source)
+		require.NoError(t, err)
+		require.True(t, ok, tt.source)
+		require.Equal(t, tt.want, pos, tt.source)
+	}
 }
 
 func testConcurrentWriters(t *testing.T, h Harness) {
