@@ -78,12 +78,16 @@ func (r row) cpuPerMillion() float64 {
 	return 0
 }
 
+// lbCollectorConfig is the loadbalancing Collector's configuration the
+// replicas-N targets run: the one docs/scale-out.md gives users.
+const lbCollectorConfig = "deploy/collector/loadbalancing.yaml"
+
 // settings are the flags every target's run shares.
 type settings struct {
-	work, budgetd, otelcol, otelcolLB, jaeger, profile string
-	clients, spansPer                                  int
-	warmup, duration                                   time.Duration
-	floorRows                                          uint64
+	work, budgetd, otelcol, otelcolLB, lbConfig, jaeger, profile string
+	clients, spansPer                                            int
+	warmup, duration                                             time.Duration
+	floorRows                                                    uint64
 }
 
 func run(ctx context.Context, args []string, out io.Writer) error {
@@ -108,7 +112,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return runQueries(ctx, out, *querySpans)
 	}
 	// Targets run in their own directories: binaries must be absolute.
-	for _, p := range []*string{budgetdBin, otelcolBin, jaegerBin} {
+	lbConfig := lbCollectorConfig
+	for _, p := range []*string{budgetdBin, otelcolBin, otelcolLBBin, jaegerBin, &lbConfig} {
 		abs, err := filepath.Abs(*p)
 		if err != nil {
 			return err
@@ -120,7 +125,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(work)
-	set := settings{work: work, budgetd: *budgetdBin, otelcol: *otelcolBin, otelcolLB: *otelcolLBBin, jaeger: *jaegerBin, profile: *profile,
+	set := settings{work: work, budgetd: *budgetdBin, otelcol: *otelcolBin, otelcolLB: *otelcolLBBin, lbConfig: lbConfig, jaeger: *jaegerBin, profile: *profile,
 		clients: *clients, spansPer: *spansPer, warmup: *warmup, duration: *duration, floorRows: *floorRows}
 
 	fmt.Fprintf(out, "building %d requests of %d spans...\n", *distinct, *spansPer)
@@ -206,7 +211,7 @@ func startTarget(ctx context.Context, set settings, name, dir string) (*bench.Ta
 			return nil, err
 		}
 		n := int(name[len(name)-1] - '0')
-		t, err := bench.StartReplicas(ctx, set.budgetd, set.otelcolLB, "deploy/collector/loadbalancing.yaml", dir, srv.DSN("budgetd"), n)
+		t, err := bench.StartReplicas(ctx, set.budgetd, set.otelcolLB, set.lbConfig, dir, srv.DSN("budgetd"), n)
 		if err != nil {
 			_ = srv.Stop()
 			return nil, err
