@@ -44,6 +44,7 @@ type env struct {
 	walDir string
 	mode   string // the write path's mode: durable.ModeWAL unless set
 	db     string // the exporter's database
+	layout oteltracestest.Layout
 	cfg    Config
 
 	// saves, when set, stands between the follower and the store's
@@ -63,15 +64,16 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	st := embeddedtest.Open(t, "follow")
-	return newEnvOn(t, st, st.Conn())
+	return newEnvOn(t, st, st.Conn(), oteltracestest.Layouts()[0])
 }
 
-// newEnvOn is an env whose budgetd store is st, and whose exporter table
-// is on src, a connection to the chDB engine of embeddedtest.DataDir.
-func newEnvOn(t *testing.T, st *chsql.Store, src chsql.Conn) *env {
-	e := &env{t: t, st: st, src: src, walDir: t.TempDir(), mode: durable.ModeWAL, db: "otel_" + st.Database()}
+// newEnvOn is an env whose budgetd store is st, and whose exporter table,
+// of the given layout, is on src, a connection to the chDB engine of
+// embeddedtest.DataDir.
+func newEnvOn(t *testing.T, st *chsql.Store, src chsql.Conn, layout oteltracestest.Layout) *env {
+	e := &env{t: t, st: st, src: src, walDir: t.TempDir(), mode: durable.ModeWAL, db: "otel_" + st.Database(), layout: layout}
 	ctx := context.Background()
-	require.NoError(t, oteltracestest.Create(ctx, src, oteltracestest.Layouts()[0], e.db, "otel_traces"))
+	require.NoError(t, oteltracestest.Create(ctx, src, layout, e.db, "otel_traces"))
 	t.Cleanup(func() { _ = src.Exec(context.Background(), "DROP DATABASE IF EXISTS "+e.db, nil) })
 	e.cfg = DefaultConfig()
 	e.cfg.Source, e.cfg.Table = embeddedtest.DataDir(t), e.db+".otel_traces"
@@ -94,7 +96,7 @@ func (e *env) setClock(now time.Time) {
 // write inserts td into the exporter's table as the exporter does.
 func (e *env) write(td ptrace.Traces) {
 	e.t.Helper()
-	require.NoError(e.t, oteltracestest.Write(context.Background(), e.src, oteltracestest.Layouts()[0], e.db, "otel_traces", td))
+	require.NoError(e.t, oteltracestest.Write(context.Background(), e.src, e.layout, e.db, "otel_traces", td))
 }
 
 func (e *env) start() {
@@ -209,6 +211,14 @@ func TestFollow(t *testing.T) {
 			follow(t, e)
 		})
 	}
+	// Every layout the exporter shipped: the due query reads Timestamp and
+	// Duration, whose types and spellings changed between releases.
+	for _, layout := range oteltracestest.Layouts()[1:] {
+		t.Run("layout "+layout.Name, func(t *testing.T) {
+			st := embeddedtest.Open(t, "follow")
+			follow(t, newEnvOn(t, st, st.Conn(), layout))
+		})
+	}
 }
 
 // TestFollowIntoClickHouseServer is TestFollow with budgetd's store on a
@@ -226,7 +236,7 @@ func TestFollowIntoClickHouseServer(t *testing.T) {
 	src, err := embedded.Connect(embeddedtest.DataDir(t))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = src.Close() })
-	follow(t, newEnvOn(t, st, src))
+	follow(t, newEnvOn(t, st, src, oteltracestest.Layouts()[0]))
 }
 
 func follow(t *testing.T, e *env) {
