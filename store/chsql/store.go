@@ -123,7 +123,32 @@ func (s *Store) migrate(ctx context.Context, ttlDays int) error {
 			return fmt.Errorf("record migration %s: %w", m.Name, err)
 		}
 	}
+	if s.cluster != "" {
+		return s.waitForRecords(ctx)
+	}
 	return nil
+}
+
+// waitForRecords waits until this host's replica of schema_migrations
+// shows every version: a record another store wrote first through another
+// host drops this store's identical one, and arrives here when this
+// replica fetches it, a moment later. Until then SchemaVersion would call
+// the schema behind (readyz, the start log).
+func (s *Store) waitForRecords(ctx context.Context) error {
+	for {
+		applied, err := s.appliedVersion(ctx)
+		if err != nil {
+			return err
+		}
+		if applied >= s.known {
+			return nil
+		}
+		select {
+		case <-time.After(50 * time.Millisecond):
+		case <-ctx.Done():
+			return fmt.Errorf("wait for this host's replica of %s.schema_migrations to show version %d (it shows %d): %w", s.db, s.known, applied, ctx.Err())
+		}
+	}
 }
 
 // exec runs one DDL statement; on a cluster, through applyOnCluster.
@@ -133,6 +158,10 @@ func (s *Store) exec(ctx context.Context, stmt string) error {
 	}
 	return s.applyOnCluster(ctx, stmt)
 }
+
+// ddlPending says what an ON CLUSTER statement that timed out means.
+const ddlPending = " (is every host of remote_servers up?); it stays queued for the hosts that have not run it," +
+	" and a start when they are back finishes the migration"
 
 // applyOnCluster runs an ON CLUSTER statement, which ClickHouse queues in
 // ZooKeeper and every host of the cluster runs; the call returns when all
@@ -154,8 +183,10 @@ func (s *Store) applyOnCluster(ctx context.Context, stmt string) error {
 	case strings.Contains(stmt, " ADD COLUMN ") && strings.Contains(err.Error(), "column with this name already exists"):
 		return nil
 	case strings.Contains(err.Error(), "distributed_ddl_task_timeout"):
-		return fmt.Errorf("run on cluster %s: not every host ran the statement within the server's distributed_ddl_task_timeout"+
-			" (is every host of remote_servers up?); it stays queued for the missing hosts, and the next start finishes the migration: %w", s.cluster, err)
+		return fmt.Errorf("run on cluster %s: not every host ran the statement within the server's distributed_ddl_task_timeout%s: %w",
+			s.cluster, ddlPending, err)
+	case ctx.Err() != nil:
+		return fmt.Errorf("run on cluster %s: not every host ran the statement before the deadline%s: %w", s.cluster, ddlPending, wrapCtx(ctx, err))
 	}
 	return fmt.Errorf("run on cluster %s: %w", s.cluster, err)
 }
