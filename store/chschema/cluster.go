@@ -233,3 +233,47 @@ func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
 }
+
+// Folded returns the statements that create the schema of migrations,
+// rendered for p.Cluster, in a database that holds none of its tables yet:
+// each ADD COLUMN folded into its table's CREATE, and without the
+// Distributed tables' re-creation that follows an ADD COLUMN, since they
+// are created over complete local tables. It spares a new database one
+// replicated ALTER per added column, each of which 18.16 runs in about a
+// second. The result's tables have the columns, in the order, that the
+// migrations one by one give them (the conformance suite checks them
+// against the Go tables).
+func Folded(p DDLParams, migrations []Migration) []string {
+	createPrefix := "CREATE TABLE IF NOT EXISTS " + p.Database + "."
+	alterPrefix := "ALTER TABLE " + p.Database + "."
+	var out []string
+	created := map[string]int{} // table name → its CREATE's index in out
+	seen := map[string]bool{}
+	for _, m := range migrations {
+		for _, st := range m.Statements {
+			if rest, ok := strings.CutPrefix(st, createPrefix); ok {
+				if seen[st] {
+					continue // a Distributed table made again
+				}
+				table, _, _ := strings.Cut(rest, " ")
+				created[table] = len(out)
+			}
+			if strings.HasPrefix(st, "DROP TABLE IF EXISTS ") {
+				continue // only to make a Distributed table again
+			}
+			if rest, ok := strings.CutPrefix(st, alterPrefix); ok {
+				table, change, _ := strings.Cut(rest, " ")
+				change = strings.TrimPrefix(change, "ON CLUSTER "+p.Cluster+" ")
+				column, isAdd := strings.CutPrefix(change, "ADD COLUMN ")
+				if i, ok := created[table]; ok && isAdd {
+					before, after, _ := strings.Cut(out[i], "\n) ENGINE = ")
+					out[i] = before + ",\n    " + column + "\n) ENGINE = " + after
+					continue
+				}
+			}
+			seen[st] = true
+			out = append(out, st)
+		}
+	}
+	return out
+}

@@ -175,3 +175,33 @@ func TestMigrationsTableAndDatabase(t *testing.T) {
 	require.Contains(t, MigrationsTable(cluster), "schema_migrations ON CLUSTER c1 (")
 	require.Contains(t, MigrationsTable(cluster), "ReplicatedMergeTree('/clickhouse/tables/all_shards/budgetd/schema_migrations', '{shard}_{replica}')")
 }
+
+// TestFolded checks that a new database on a cluster gets each added
+// column in its table's CREATE, in migration order, and no ALTER or DROP
+// of a column the CREATE already has.
+func TestFolded(t *testing.T) {
+	current, err := FeaturesFor("26.7")
+	require.NoError(t, err)
+	for _, f := range []Features{{}, current} {
+		p := DDLParams{Database: "budgetd", Features: f, Cluster: "c1"}
+		ms, err := Migrations(p)
+		require.NoError(t, err)
+		folded := Folded(p, ms)
+		all := strings.Join(folded, "\n")
+		require.NotContains(t, all, "ADD COLUMN")
+		require.NotContains(t, all, "DROP TABLE")
+		var hops string
+		for _, st := range folded {
+			if strings.HasPrefix(st, "CREATE TABLE IF NOT EXISTS budgetd.hops_local ON CLUSTER c1 (") {
+				hops = st
+			}
+		}
+		require.Contains(t, hops, "inferred UInt8,\n    analyzed_ns UInt64 DEFAULT 0,\n    callee_duration_ns UInt64 DEFAULT 0,\n"+
+			"    inferred_timeout_ms Nullable(Float64),\n    inferred_remaining_ms Nullable(Float64),\n    inference_confidence Float64 DEFAULT 0,\n"+
+			"    path_calls UInt32 DEFAULT 0\n) ENGINE = ReplicatedMergeTree(")
+		require.Equal(t, 1, strings.Count(all, "CREATE TABLE IF NOT EXISTS budgetd.hops ON CLUSTER c1 AS"), "the Distributed table once")
+		if f.CompactParts {
+			require.Contains(t, all, "ALTER TABLE budgetd.hops_local ON CLUSTER c1 MODIFY SETTING", "storage changes stay ALTERs")
+		}
+	}
+}

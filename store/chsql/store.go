@@ -102,6 +102,13 @@ func (s *Store) migrate(ctx context.Context, ttlDays int) error {
 	if err != nil {
 		return err
 	}
+	if s.cluster != "" && applied == 0 {
+		if fresh, err := s.noTables(ctx); err != nil {
+			return err
+		} else if fresh {
+			return s.createFolded(ctx, p, migrations)
+		}
+	}
 	for _, m := range migrations {
 		if m.Version <= applied {
 			continue
@@ -111,22 +118,62 @@ func (s *Store) migrate(ctx context.Context, ttlDays int) error {
 				return fmt.Errorf("apply migration %s: %w", m.Name, err)
 			}
 		}
-		row := migrationRow{version: uint32(m.Version), name: m.Name, appliedNs: uint64(time.Now().UnixNano())}
-		if s.cluster != "" {
-			// The record must be the same bytes whoever writes it, for
-			// the replicated table's block deduplication to keep one of
-			// two stores' records: it carries no time on a cluster
-			// (system.part_log and the DDL queue in ZooKeeper have it).
-			row.appliedNs = 0
-		}
-		if err := insertOne(ctx, s, &migrationsTable, row); err != nil {
-			return fmt.Errorf("record migration %s: %w", m.Name, err)
+		if err := s.record(ctx, m); err != nil {
+			return err
 		}
 	}
 	if s.cluster != "" {
 		return s.waitForRecords(ctx)
 	}
 	return nil
+}
+
+// record records migration m as applied.
+func (s *Store) record(ctx context.Context, m chschema.Migration) error {
+	row := migrationRow{version: uint32(m.Version), name: m.Name, appliedNs: uint64(time.Now().UnixNano())}
+	if s.cluster != "" {
+		// The record must be the same bytes whoever writes it, for the
+		// replicated table's block deduplication to keep one of two
+		// stores' records: it carries no time on a cluster
+		// (system.part_log and the DDL queue in ZooKeeper have it).
+		row.appliedNs = 0
+	}
+	if err := insertOne(ctx, s, &migrationsTable, row); err != nil {
+		return fmt.Errorf("record migration %s: %w", m.Name, err)
+	}
+	return nil
+}
+
+// noTables reports whether the database holds none of budgetd's tables
+// (schema_migrations aside) on the host the store is connected to; ON
+// CLUSTER statements create a table on every host or on none.
+func (s *Store) noTables(ctx context.Context) (bool, error) {
+	var n uint64
+	err := s.queryOne(ctx, "SELECT count() FROM system.tables WHERE database = {db:String} AND name != 'schema_migrations'",
+		Params{P("db", s.db)}, &n)
+	if err != nil {
+		return false, fmt.Errorf("list the tables of %s: %w", s.db, err)
+	}
+	return n == 0, nil
+}
+
+// createFolded creates a new database's schema on a cluster with every
+// added column in its table's CREATE (chschema.Folded), then records every
+// migration. A store that opens the database meanwhile finds tables, and
+// migrates one migration at a time over them, which changes nothing: each
+// table and column is there.
+func (s *Store) createFolded(ctx context.Context, p chschema.DDLParams, migrations []chschema.Migration) error {
+	for _, stmt := range chschema.Folded(p, migrations) {
+		if err := s.exec(ctx, stmt); err != nil {
+			return fmt.Errorf("create the schema of %s: %w", s.db, err)
+		}
+	}
+	for _, m := range migrations {
+		if err := s.record(ctx, m); err != nil {
+			return err
+		}
+	}
+	return s.waitForRecords(ctx)
 }
 
 // waitForRecords waits until this host's replica of schema_migrations
