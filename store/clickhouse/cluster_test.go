@@ -188,30 +188,14 @@ func (c clusterCase) testRetryElsewhere(t *testing.T) {
 func (c clusterCase) testConcurrentMigrations(t *testing.T) {
 	db := fmt.Sprintf("cluster_migrate_%d", time.Now().UnixNano())
 	ctx := ctxT(t)
-	var wg sync.WaitGroup
-	stores := make([]*chsql.Store, 2)
-	errs := make([]error, 2)
-	for i, srv := range []*clickhousetest.Server{c.cl.Shards[0][0], c.cl.Shards[1][1]} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			stores[i], errs[i] = c.open(srv)(ctx, db)
-		}()
-	}
-	wg.Wait()
-	for i := range stores {
-		require.NoError(t, errs[i], "store %d", i)
-		t.Cleanup(func() { _ = stores[i].Close() })
-	}
-	applied, known, err := stores[0].SchemaVersion(ctx)
-	require.NoError(t, err)
-	require.Equal(t, known, applied)
-	c.requireRecordedOnce(t, db, known)
+	stores := c.openAtOnce(t, db, c.cl.Shards[0][0], c.cl.Shards[1][1])
 	// A third store opening the current schema runs no DDL and records
 	// nothing.
 	third, err := c.open(c.cl.Shards[1][0])(ctx, db)
 	require.NoError(t, err)
 	defer third.Close()
+	_, known, err := stores[0].SchemaVersion(ctx)
+	require.NoError(t, err)
 	n, err := third.CountRows(ctx, "schema_migrations")
 	require.NoError(t, err)
 	require.EqualValues(t, known, n)
@@ -276,6 +260,39 @@ func traces(seed uint64, n int) []schema.Span {
 	return spans
 }
 
+// openAtOnce opens a store on db through each of hosts at the same time;
+// each is current when it has opened, and every version is recorded once.
+func (c clusterCase) openAtOnce(t *testing.T, db string, hosts ...*clickhousetest.Server) []*chsql.Store {
+	t.Helper()
+	ctx := ctxT(t)
+	var wg sync.WaitGroup
+	stores := make([]*chsql.Store, len(hosts))
+	errs := make([]error, len(hosts))
+	for i, srv := range hosts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			stores[i], errs[i] = c.open(srv)(ctx, db)
+		}()
+	}
+	wg.Wait()
+	for i := range stores {
+		if stores[i] != nil {
+			t.Cleanup(func() { _ = stores[i].Close() })
+		}
+	}
+	known := 0
+	for i, s := range stores {
+		require.NoError(t, errs[i], "store %d, through %s", i, hosts[i].Addr())
+		applied, k, err := s.SchemaVersion(ctx)
+		require.NoError(t, err)
+		require.Equal(t, k, applied, "store %d is current once open", i)
+		known = k
+	}
+	c.requireRecordedOnce(t, db, known)
+	return stores
+}
+
 // requireRecordedOnce checks every host's schema_migrations, once it has
 // fetched every record: versions 1 to known, each once.
 func (c clusterCase) requireRecordedOnce(t *testing.T, db string, known int) {
@@ -331,25 +348,7 @@ func (c clusterCase) testUpgrade(t *testing.T) {
 	}
 	require.NoError(t, conn.Exec(ctx, "INSERT INTO "+db+".hops_local (trace_id, span_id, path, start_ns) SELECT 't1', 's1', 'a:op', toUInt64(1)", nil))
 
-	var wg sync.WaitGroup
-	stores := make([]*chsql.Store, 2)
-	errs := make([]error, 2)
-	for i, srv := range []*clickhousetest.Server{c.cl.Shards[0][1], c.cl.Shards[1][0]} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			stores[i], errs[i] = c.open(srv)(ctx, db)
-		}()
-	}
-	wg.Wait()
-	for i := range stores {
-		require.NoError(t, errs[i], "store %d", i)
-		t.Cleanup(func() { _ = stores[i].Close() })
-	}
-	applied, known, err := stores[0].SchemaVersion(ctx)
-	require.NoError(t, err)
-	require.Equal(t, known, applied)
-	c.requireRecordedOnce(t, db, known)
+	stores := c.openAtOnce(t, db, c.cl.Shards[0][1], c.cl.Shards[1][0])
 
 	var want []chsql.ColumnType
 	for _, tc := range chsql.InsertTables(features) {
