@@ -316,6 +316,13 @@ func (a *Analyzer) estimate(k edgeKey, now time.Time) (Estimate, bool) {
 // at now, sorted by caller service, caller operation, callee service and
 // callee operation. Edges with no call left in the window are dropped.
 func (a *Analyzer) Edges(now time.Time) []EdgeStats {
+	return sortedStats(a.windowAggs(now), a.cfg.SkewToleranceMs)
+}
+
+// windowAggs returns the aggregate of every edge with calls over the
+// window ending at now, its waits included, and forgets edges whose
+// window has passed.
+func (a *Analyzer) windowAggs(now time.Time) map[edgeKey]*edgeAgg {
 	nowEpoch := a.epoch(now.UnixNano())
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -340,7 +347,7 @@ func (a *Analyzer) Edges(now time.Time) []EdgeStats {
 			w.window(nowEpoch, agg) // wait windows hold waits only
 		}
 	}
-	return sortedStats(aggs, a.cfg.SkewToleranceMs)
+	return aggs
 }
 
 // EdgeFindings returns the latency_inversion findings of the window ending

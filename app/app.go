@@ -19,6 +19,7 @@ import (
 	"github.com/budgetd/budgetd/config"
 	"github.com/budgetd/budgetd/durable"
 	"github.com/budgetd/budgetd/ingest"
+	"github.com/budgetd/budgetd/ingest/otelfollow"
 	"github.com/budgetd/budgetd/pipeline"
 	"github.com/budgetd/budgetd/problems/watch"
 	"github.com/budgetd/budgetd/security"
@@ -32,6 +33,7 @@ type App struct {
 	store    *chsql.Store
 	analysis *pipeline.Pipeline
 	ingest   *ingest.Server
+	follower *otelfollow.Follower // nil unless follow.otel_traces is set
 	api      *api.Server
 	registry *prometheus.Registry
 	// stopWatch ends the problems watch and waits for it.
@@ -95,6 +97,18 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 	}
 	cleanup = append(cleanup, a.ingest.Shutdown)
 
+	// A followed table's spans take the OTLP requests' write path: stored,
+	// deduplicated and analysed the same way.
+	if fc := cfg.Follow.OTelTraces; fc.Enabled() {
+		a.follower, err = otelfollow.New(fc, otelfollow.Settings{Logger: log, Durability: dur, Store: a.store,
+			Limits: cfg.Ingest.Server.Limits, Registerer: a.registry})
+		if err != nil {
+			return nil, err
+		}
+		a.follower.Start()
+		cleanup = append(cleanup, a.follower.Shutdown)
+	}
+
 	warnings := exposureWarnings(cfg)
 	if cfg.API.Pprof {
 		warnings = append(warnings, "api.pprof is on: /debug/pprof/ serves profiles and the process's command line to any API token holder")
@@ -140,11 +154,17 @@ func exposureWarnings(cfg config.Config) []string {
 	return out
 }
 
-// Shutdown stops in dependency order: stop taking spans (ingest drains its
-// requests and its durability), analyse what is held, stop answering
-// queries and watching problems, close the store.
+// Shutdown stops in dependency order: stop taking spans (the follower
+// first, then ingest, which drains its requests and its durability),
+// analyse what is held, stop answering queries and watching problems,
+// close the store.
 func (a *App) Shutdown(ctx context.Context) error {
+	var followErr error
+	if a.follower != nil {
+		followErr = a.follower.Shutdown(ctx)
+	}
 	err := errors.Join(
+		followErr,
 		a.ingest.Shutdown(ctx),
 		a.analysis.Shutdown(ctx),
 		a.api.Shutdown(ctx),

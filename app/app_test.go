@@ -6,18 +6,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"sort"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/budgetd/budgetd/analyze"
 	"github.com/budgetd/budgetd/config"
 	"github.com/budgetd/budgetd/durable"
 	"github.com/budgetd/budgetd/fixtures"
+	"github.com/budgetd/budgetd/fixtures/fixturestest"
 	"github.com/budgetd/budgetd/ingest"
 	"github.com/budgetd/budgetd/schema"
 	"github.com/budgetd/budgetd/store/embedded/embeddedtest"
@@ -80,20 +78,7 @@ func TestEndToEnd(t *testing.T) {
 	}
 }
 
-func goldenIDs(t *testing.T, name string) []string {
-	data, err := os.ReadFile(filepath.Join("..", "fixtures", name+".golden.json"))
-	require.NoError(t, err)
-	var r analyze.Report
-	require.NoError(t, json.Unmarshal(data, &r))
-	var ids []string
-	for _, f := range r.Findings {
-		if f.Kind != schema.KindLatencyInversion {
-			ids = append(ids, f.ID)
-		}
-	}
-	sort.Strings(ids)
-	return ids
-}
+func goldenIDs(t *testing.T, name string) []string { return fixturestest.GoldenIDs(t, name) }
 
 func findings(t *testing.T, addr string) []schema.Finding {
 	resp, err := http.Get("http://" + addr + "/api/v1/findings?limit=1000")

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -18,7 +19,9 @@ type Target struct {
 	Name     string
 	Endpoint string
 	// API is budgetd's REST API address; empty for the Collector and Jaeger.
-	API string
+	// With several replicas it is the first one's, and Replicas lists all.
+	API      string
+	Replicas []string
 	// Query is Jaeger's query service (HTTP) when it runs one.
 	Query string
 	// AckMeansStored says the target acknowledges only what it has
@@ -77,12 +80,17 @@ func FreePort() (int, error) {
 // start runs a command with its output in dir/<name>.log and waits until
 // addr accepts connections.
 func start(ctx context.Context, dir, name, addr string, argv ...string) (*exec.Cmd, error) {
+	return startCmd(ctx, dir, name, addr, exec.Command(argv[0], argv[1:]...))
+}
+
+// startCmd is start with the command built by the caller (its environment
+// set, say).
+func startCmd(ctx context.Context, dir, name, addr string, cmd *exec.Cmd) (*exec.Cmd, error) {
 	log, err := os.Create(filepath.Join(dir, name+".log"))
 	if err != nil {
 		return nil, err
 	}
 	defer log.Close()
-	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.Dir = dir
 	if err := cmd.Start(); err != nil {
@@ -159,6 +167,60 @@ func StartBudgetd(ctx context.Context, binary, dir, name string, storeFlags ...s
 		return nil, err
 	}
 	return &Target{Name: name, Endpoint: endpoint, API: "127.0.0.1:" + strconv.Itoa(apiPort), procs: []*exec.Cmd{cmd}}, nil
+}
+
+// APIs returns the REST API addresses of every budgetd process of the
+// target: its replicas, or its one budgetd; none for the others.
+func (t *Target) APIs() []string {
+	switch {
+	case len(t.Replicas) > 0:
+		return t.Replicas
+	case t.API != "":
+		return []string{t.API}
+	}
+	return nil
+}
+
+// StartReplicas runs n `budgetd serve` replicas on the ClickHouse store
+// dsn behind a Collector whose loadbalancing exporter routes by trace id
+// (deploy/collector/loadbalancing.yaml, read from configPath): the
+// scale-out deployment of docs/scale-out.md on one machine. The load goes
+// to the Collector, whose CPU and memory count with the replicas'.
+func StartReplicas(ctx context.Context, budgetdBin, otelcolBin, configPath, dir, dsn string, n int) (*Target, error) {
+	t := &Target{Name: fmt.Sprintf("budgetd × %d behind the loadbalancing Collector, clickhouse-server 18.16", n)}
+	var backends []string
+	for i := range n {
+		sub := filepath.Join(dir, "replica-"+strconv.Itoa(i))
+		if err := os.MkdirAll(sub, 0o750); err != nil {
+			_ = t.Stop()
+			return nil, err
+		}
+		r, err := StartBudgetd(ctx, budgetdBin, sub, "replica-"+strconv.Itoa(i), "--store.engine", "clickhouse", "--store.clickhouse.dsn", dsn,
+			"--ingest.durability.wal.dir", filepath.Join(sub, "wal"))
+		if err != nil {
+			_ = t.Stop()
+			return nil, err
+		}
+		t.procs = append(t.procs, r.procs...)
+		t.Replicas = append(t.Replicas, r.API)
+		backends = append(backends, r.Endpoint)
+	}
+	t.API = t.Replicas[0]
+	port, err := FreePort()
+	if err != nil {
+		_ = t.Stop()
+		return nil, err
+	}
+	t.Endpoint = "127.0.0.1:" + strconv.Itoa(port)
+	cmd := exec.Command(otelcolBin, "--config", configPath)
+	cmd.Env = append(os.Environ(), "OTLP_GRPC_ENDPOINT="+t.Endpoint, "BUDGETD_REPLICAS=["+strings.Join(backends, ", ")+"]")
+	col, err := startCmd(ctx, dir, "otelcol-lb", t.Endpoint, cmd)
+	if err != nil {
+		_ = t.Stop()
+		return nil, err
+	}
+	t.procs = append(t.procs, col)
+	return t, nil
 }
 
 // SetExtra adds a process started elsewhere (a ClickHouse server) to the

@@ -19,9 +19,11 @@ import (
 	"github.com/budgetd/budgetd/api"
 	"github.com/budgetd/budgetd/durable"
 	"github.com/budgetd/budgetd/ingest"
+	"github.com/budgetd/budgetd/ingest/otelfollow"
 	"github.com/budgetd/budgetd/pipeline"
 	"github.com/budgetd/budgetd/problems"
 	"github.com/budgetd/budgetd/store/engine"
+	"github.com/budgetd/budgetd/store/oteltraces"
 )
 
 // Config is the whole configuration file.
@@ -33,6 +35,36 @@ type Config struct {
 	Ingest   IngestConfig    `yaml:"ingest"`
 	Problems problems.Config `yaml:"problems"`
 	Memory   MemoryConfig    `yaml:"memory"`
+	Follow   FollowConfig    `yaml:"follow"`
+}
+
+// FollowConfig is the `follow` section: tables of other tools that `serve`
+// follows and analyses as their rows arrive, besides what OTLP brings.
+type FollowConfig struct {
+	// OTelTraces follows the Collector ClickHouse exporter's otel_traces
+	// table (package otelfollow); off unless its source is set.
+	OTelTraces otelfollow.Config `yaml:"otel_traces"`
+}
+
+// validateFollow checks the followed sources against the store: a chDB source
+// must be the embedded store's own data directory, since chDB runs one
+// engine per process.
+func (c Config) validateFollow() error {
+	f := c.Follow.OTelTraces
+	if err := f.Validate(); err != nil || !f.Enabled() {
+		return err
+	}
+	src, err := oteltraces.ParseSource(f.Source, f.Table)
+	if err != nil || src.Engine.Engine != engine.Embedded || c.Store.Engine != engine.Embedded {
+		return err
+	}
+	have, err1 := filepath.Abs(src.Engine.Embedded.DataDir)
+	want, err2 := filepath.Abs(c.Store.Embedded.DataDir)
+	if err1 != nil || err2 != nil || have != want {
+		return fmt.Errorf("follow.otel_traces.source %s is a chDB directory other than store.embedded.data_dir %s: one process runs one chDB engine, so follow a ClickHouse server or the store's own directory",
+			f.Source, c.Store.Embedded.DataDir)
+	}
+	return nil
 }
 
 // MemoryConfig is the `memory` section: Go's soft memory limit for `budgetd
@@ -84,6 +116,7 @@ func DefaultConfig() Config {
 		API:      api.DefaultConfig(),
 		Ingest:   IngestConfig{Server: ingest.DefaultConfig(), Durability: defaultDurability()},
 		Problems: problems.DefaultConfig(),
+		Follow:   FollowConfig{OTelTraces: otelfollow.DefaultConfig()},
 	}
 }
 
@@ -137,6 +170,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := c.Memory.Validate(); err != nil {
+		return err
+	}
+	if err := c.validateFollow(); err != nil {
 		return err
 	}
 	return c.WithDerived().Ingest.Durability.Validate()

@@ -53,6 +53,15 @@ func TestLoad(t *testing.T) {
 			check: func(t *testing.T, c Config) { require.Equal(t, "c1", c.Store.ClickHouse.Cluster) }},
 		{name: "memory", yaml: "memory: {go_limit_bytes: 1073741824}\n",
 			check: func(t *testing.T, c Config) { require.Equal(t, int64(1<<30), c.Memory.GoLimitBytes) }},
+		{name: "follow", yaml: "follow: {otel_traces: {source: 'clickhouse://h:9000/otel', settle: 30s, max_spans_per_poll: 7}}\n",
+			check: func(t *testing.T, c Config) {
+				f := c.Follow.OTelTraces
+				require.Equal(t, "clickhouse://h:9000/otel", f.Source)
+				require.Equal(t, 30*time.Second, f.Settle)
+				require.Equal(t, 7, f.MaxSpansPerPoll)
+				require.Equal(t, "otel_traces", f.Table, "unset keys keep defaults")
+				require.NoError(t, c.Validate())
+			}},
 		{name: "the old durability string", yaml: "ingest: {durability: batch}\n", wantErr: "ingest.durability is a section now"},
 		{name: "the old wal section", yaml: "ingest: {wal: {dir: /x}}\n", wantErr: "ingest.wal and ingest.batch moved to ingest.durability.wal"},
 		{name: "the old batch section", yaml: "ingest: {batch: {max_spans: 1}}\n", wantErr: "moved to ingest.durability"},
@@ -107,4 +116,47 @@ func TestValidateNamesKeys(t *testing.T) {
 	c = DefaultConfig()
 	c.Log.Format = "xml"
 	require.ErrorContains(t, c.Validate(), "log.format")
+}
+
+func TestValidateFollow(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		name    string
+		set     func(*Config)
+		wantErr string
+	}{
+		{"off: other keys unchecked", func(c *Config) { c.Follow.OTelTraces.Poll = 0 }, ""},
+		{"a server", func(c *Config) { c.Follow.OTelTraces.Source = "clickhouse://h:9000/otel" }, ""},
+		{"the store's own chDB directory", func(c *Config) {
+			c.Store.Embedded.DataDir, c.Follow.OTelTraces.Source = dir, dir+"/."
+		}, ""},
+		{"another chDB directory", func(c *Config) {
+			c.Store.Embedded.DataDir, c.Follow.OTelTraces.Source = filepath.Join(dir, "store"), dir
+		}, "follow.otel_traces.source " + dir + " is a chDB directory other than store.embedded.data_dir"},
+		{"not a source", func(c *Config) { c.Follow.OTelTraces.Source = filepath.Join(dir, "nope") }, "neither a clickhouse:// DSN nor a chDB data directory"},
+		{"two databases", func(c *Config) {
+			c.Follow.OTelTraces.Source, c.Follow.OTelTraces.Table = "clickhouse://h:9000/a", "b.otel_traces"
+		}, "the table names database b, the DSN a"},
+		{"bad table", func(c *Config) {
+			c.Follow.OTelTraces.Source, c.Follow.OTelTraces.Table = "clickhouse://h:9000/a", "x;DROP"
+		}, `follow.otel_traces.table: table "x;DROP" is not a plain identifier`},
+		{"settle", func(c *Config) {
+			c.Follow.OTelTraces.Source, c.Follow.OTelTraces.Settle = "clickhouse://h:9000/a", 0
+		}, "follow.otel_traces.settle must be > 0"},
+		{"max spans per poll", func(c *Config) {
+			c.Follow.OTelTraces.Source, c.Follow.OTelTraces.MaxSpansPerPoll = "clickhouse://h:9000/a", 0
+		}, "follow.otel_traces.max_spans_per_poll must be > 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := DefaultConfig()
+			tt.set(&c)
+			err := c.Validate()
+			if tt.wantErr == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, tt.wantErr)
+		})
+	}
 }

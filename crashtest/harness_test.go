@@ -155,6 +155,8 @@ type budgetdOptions struct {
 	// ingest is more of the ingest section, indented by two spaces;
 	// grpc more of ingest.grpc, indented by four.
 	ingest, grpc string
+	// extra is more top-level configuration (whole sections), appended.
+	extra string
 }
 
 func newBudgetd(t testing.TB, bin string, o budgetdOptions) *budgetd {
@@ -185,7 +187,7 @@ ingest:
     write_timeout: 2s
     dead_letter_dir: %s
     wal:
-%s`, storeCfg, b.api, b.grpc, o.grpc, b.http, o.ingest, filepath.Join(dir, "dead-letter"), walCfg)
+%s%s`, storeCfg, b.api, b.grpc, o.grpc, b.http, o.ingest, filepath.Join(dir, "dead-letter"), walCfg, o.extra)
 	b.config = filepath.Join(dir, "budgetd.yaml")
 	require.NoError(t, os.WriteFile(b.config, []byte(cfg), 0o600))
 	return b
@@ -259,14 +261,20 @@ func startCollectorWith(t testing.TB, receiver, config string) *process {
 	path := filepath.Join(t.TempDir(), "otelcol.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(config), 0o600))
 	p := startProcess(t, "the Collector", nil, proctest.Tool(t, otelcolPath), "--config", path)
-	waitUntil(t, "the Collector's receiver", 60*time.Second, p, func() bool {
-		c, err := net.DialTimeout("tcp", receiver, time.Second)
+	waitListening(t, p, receiver)
+	return p
+}
+
+// waitListening waits until p accepts connections on addr.
+func waitListening(t testing.TB, p *process, addr string) {
+	t.Helper()
+	waitUntil(t, p.name+" listening on "+addr, 60*time.Second, p, func() bool {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			_ = c.Close()
 		}
 		return err == nil
 	})
-	return p
 }
 
 // spanKey is a span's (trace id, span id) as stored: lower-case hex.

@@ -28,6 +28,10 @@ type metrics struct {
 	findingsCountedOnly prometheus.Counter
 	inferred            *prometheus.CounterVec
 	holding             *prometheus.GaugeVec
+	// replicas and badStates describe the edge states shared with other
+	// replicas (analyze.EdgeFindingsWith).
+	replicas  prometheus.Gauge
+	badStates prometheus.Counter
 	// held are the label values holding has series for and their values,
 	// as the last edge evaluation set them. Guarded by Pipeline.edgeMu.
 	held map[[3]string]float64
@@ -66,7 +70,7 @@ func newMetrics(reg prometheus.Registerer, p *Pipeline) (*metrics, error) {
 			Name: "budgetd_analysis_refused_rows_total", Help: "Analysis results (hops, findings) the store refused for their content, dropped (the rest of their write is stored).",
 		}, []string{"what"}),
 		readErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "budgetd_analysis_read_errors_total", Help: "Re-opened traces whose stored spans could not be read.",
+			Name: "budgetd_analysis_read_errors_total", Help: "Store reads the analysis could not make: the stored spans of a re-opened trace, or the other replicas' edge states.",
 		}),
 		findingsCountedOnly: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "budgetd_analysis_findings_counted_only_total",
@@ -82,6 +86,14 @@ func newMetrics(reg prometheus.Registerer, p *Pipeline) (*metrics, error) {
 				"by kind, caller service and callee service: one per operation-level edge, absent once no verdict holds. " +
 				"Services beyond the first 200 seen are reported as _other, as in budgetd_findings_total.",
 		}, []string{"kind", "service", "callee"}),
+		replicas: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "budgetd_edge_replicas",
+			Help: "Other budgetd replicas whose edge statistics the last edge evaluation merged with this one's (0 on a single node).",
+		}),
+		badStates: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "budgetd_edge_states_undecodable_total",
+			Help: "Edge states of other replicas that could not be decoded (another version's, or damaged), left out of edge evaluations.",
+		}),
 	}
 	if reg == nil {
 		return m, nil
@@ -119,7 +131,7 @@ func newMetrics(reg prometheus.Registerer, p *Pipeline) (*metrics, error) {
 		return func() float64 { return f(p.analyzer.Counters()) }
 	}
 	collectors := []prometheus.Collector{m.byService, m.orphaned, m.amplified, m.traces, m.skews, m.findings, m.writeErrors, m.refused, m.readErrors, m.findingsCountedOnly, m.inferred, m.holding,
-		reopened, pendingTraces, pendingSpans, pendingBytes}
+		m.replicas, m.badStates, reopened, pendingTraces, pendingSpans, pendingBytes}
 	collectors = append(collectors, dropped...)
 	for _, t := range []struct {
 		table         string

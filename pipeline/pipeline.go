@@ -72,6 +72,9 @@ type Settings struct {
 	// Problems bounds the findings stored in full per problem and
 	// interval; nil takes problems.DefaultConfig.
 	Problems *problems.Config
+	// Replica names this process among the replicas sharing the store,
+	// in the edge states it writes; "" takes a random name.
+	Replica string
 }
 
 // Pipeline is the streaming analysis. Spans may be called from any
@@ -104,6 +107,8 @@ type Pipeline struct {
 	// problems' trend interval, their stats' unit.
 	examples *examples
 	interval time.Duration
+	// replica names this process in the edge states it shares.
+	replica string
 
 	stop chan struct{}
 	done chan struct{}
@@ -127,6 +132,12 @@ func New(cfg Config, set Settings) (*Pipeline, error) {
 		pcfg = *set.Problems
 	}
 	p.examples, p.interval = newExamples(pcfg), pcfg.TrendInterval
+	if p.replica = set.Replica; p.replica == "" {
+		var err error
+		if p.replica, err = newToken(); err != nil {
+			return nil, err
+		}
+	}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
@@ -327,31 +338,72 @@ func (p *Pipeline) mergeStored(ctx context.Context, tr analyze.Assembled) []sche
 	return stored
 }
 
-// writeEdgeFindings computes per-edge findings over the window and writes
-// those that changed since the last evaluation (edgeVerdicts.next). The
-// metrics count an edge's finding when its verdict starts to hold, not at
-// every evaluation that still finds it; budgetd_edge_findings_holding
-// reports the verdicts that hold at this evaluation, whether or not their
-// write succeeds.
+// writeEdgeFindings shares this replica's edge statistics, computes
+// per-edge findings over them merged with the other replicas' (DESIGN §7;
+// on a single node there are none) and writes those that changed since
+// the last evaluation (edgeVerdicts.next). The metrics count an edge's
+// finding when its verdict starts to hold, not at every evaluation that
+// still finds it; budgetd_edge_findings_holding reports the verdicts that
+// hold at this evaluation, whether or not their write succeeds.
 func (p *Pipeline) writeEdgeFindings(ctx context.Context) error {
 	p.edgeMu.Lock()
 	defer p.edgeMu.Unlock()
 	now := p.now()
-	findings := p.analyzer.EdgeFindings(now)
+	shareErr := p.shareEdgeStates(ctx, now)
+	others := p.otherEdgeStates(ctx, now)
+	findings, bad := p.analyzer.EdgeFindingsWith(now, others)
+	p.metrics.badStates.Add(float64(bad))
 	next, started, changed := p.edges.next(findings, now, p.analyzer.Config().EdgeWindow)
 	p.edges = next
 	p.metrics.observeFindings(started)
 	p.metrics.holdEdgeFindings(findings)
 	if len(changed) == 0 {
-		return nil
+		return shareErr
 	}
 	if err := p.write(ctx, "findings", len(changed), func(ctx context.Context, token string, lo, hi int) error {
 		return p.store.WriteFindings(ctx, token, changed[lo:hi])
 	}); err != nil {
-		return err
+		return errors.Join(shareErr, err)
 	}
 	next.stored(changed, now)
-	return nil
+	return shareErr
+}
+
+// shareEdgeStates writes this replica's edge statistics for the others.
+func (p *Pipeline) shareEdgeStates(ctx context.Context, now time.Time) error {
+	states := p.analyzer.EdgeStates(now)
+	for i := range states {
+		states[i].Replica, states[i].EvaluatedNs = p.replica, uint64(now.UnixNano())
+	}
+	return p.write(ctx, "edge_states", len(states), func(ctx context.Context, token string, lo, hi int) error {
+		return p.store.WriteEdgeStates(ctx, token, states[lo:hi])
+	})
+}
+
+// staleEdgeEvaluations is how many evaluation intervals a replica's edge
+// states count after it wrote them: a replica that stopped (or cannot
+// write) drops out of the others' verdicts after that.
+const staleEdgeEvaluations = 3
+
+// otherEdgeStates reads the other replicas' latest edge states. When the
+// store cannot be read the edges are judged on this replica's statistics
+// alone (and the failure counted): a verdict on a sample beats none.
+func (p *Pipeline) otherEdgeStates(ctx context.Context, now time.Time) []schema.EdgeState {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.WriteTimeout)
+	defer cancel()
+	since := now.Add(-staleEdgeEvaluations * p.cfg.EdgeFindingsEvery)
+	states, err := p.store.EdgeStates(ctx, p.replica, uint64(since.UnixNano()))
+	if err != nil {
+		p.metrics.readErrors.Inc()
+		p.log.Warn("other replicas' edge statistics not read: edges judged on this replica's alone", "err", err)
+		return nil
+	}
+	replicas := map[string]bool{}
+	for _, s := range states {
+		replicas[s.Replica] = true
+	}
+	p.metrics.replicas.Set(float64(len(replicas)))
+	return states
 }
 
 // write stores n rows through the write path's Writer under a fresh dedup

@@ -2,8 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"encoding/json"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -16,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/budgetd/budgetd/analyze"
+	"github.com/budgetd/budgetd/fixtures/fixturestest"
 	"github.com/budgetd/budgetd/ingest"
 	"github.com/budgetd/budgetd/problems"
 	"github.com/budgetd/budgetd/schema"
@@ -39,21 +38,7 @@ func fixtureSpans(t *testing.T, name string) []schema.Span {
 	return spans
 }
 
-func goldenIDs(t *testing.T, name string) []string {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "fixtures", name+".golden.json"))
-	require.NoError(t, err)
-	var report analyze.Report
-	require.NoError(t, json.Unmarshal(data, &report))
-	var ids []string
-	for _, f := range report.Findings {
-		if f.Kind != schema.KindLatencyInversion {
-			ids = append(ids, f.ID)
-		}
-	}
-	sort.Strings(ids)
-	return ids
-}
+func goldenIDs(t *testing.T, name string) []string { return fixturestest.GoldenIDs(t, name) }
 
 func storedIDs(t *testing.T, s store.Store) []string {
 	t.Helper()
@@ -553,4 +538,68 @@ func TestFlushWaitsForTheWorker(t *testing.T) {
 		"the worker takes the idle trace")
 	require.NoError(t, p.Flush(context.Background()))
 	require.Equal(t, goldenIDs(t, "timeout_inversion_positive"), storedIDs(t, s))
+}
+
+// TestReplicasShareEdgeStatistics runs two pipelines on one store, as two
+// replicas behind trace-id load balancing do, each given every other trace
+// of an inverted edge: neither has min_edge_samples alone, yet each finds
+// the inversion over the statistics both shared, with the evidence one
+// node that saw every call reports. A third pipeline on the same store
+// that saw nothing of the edge finds it too: its verdicts are the cluster's.
+func TestReplicasShareEdgeStatistics(t *testing.T) {
+	s := openStore(t, "pipeline_replicas")
+	spans := fixtureSpans(t, "latency_inversion_positive")
+	// Recent times, as replicas sharing statistics see them: the states
+	// carry the evaluation time, and the store ages out old ones.
+	now := time.Now()
+	shift := uint64(now.Add(-time.Minute).UnixNano()) - spans[0].StartNs
+	for i := range spans {
+		spans[i].StartNs += shift
+		spans[i].EndNs += shift
+	}
+	byTrace := map[schema.TraceID][]schema.Span{}
+	var order []schema.TraceID
+	for _, sp := range spans {
+		if byTrace[sp.TraceID] == nil {
+			order = append(order, sp.TraceID)
+		}
+		byTrace[sp.TraceID] = append(byTrace[sp.TraceID], sp)
+	}
+	clock := func() time.Time { return now }
+	single := analyze.New(analyze.DefaultConfig())
+	var replicas []*Pipeline
+	for range 3 {
+		p, err := New(DefaultConfig(), Settings{Store: s, Analyzer: analyze.New(analyze.DefaultConfig()), Now: clock})
+		require.NoError(t, err)
+		replicas = append(replicas, p)
+	}
+	ctx := context.Background()
+	for i, id := range order {
+		replicas[i%2].Spans(byTrace[id])
+		single.Trace(schema.NewTrace(byTrace[id]), now)
+	}
+	want := single.EdgeFindings(now)
+	require.Len(t, want, 1, "one node that saw every call finds the inversion")
+	for _, p := range replicas[:2] {
+		require.NoError(t, p.process(ctx, true))
+		require.Empty(t, p.analyzer.EdgeFindings(now), "half the calls are too few samples")
+	}
+	// The first evaluation of each shares its statistics; the second reads
+	// the other's.
+	for range 2 {
+		for _, p := range replicas {
+			require.NoError(t, p.writeEdgeFindings(ctx))
+		}
+	}
+	for i, p := range replicas {
+		require.Len(t, p.edges, 1, "replica %d judges the edge on the statistics of all", i)
+		require.Contains(t, p.edges, want[0].ID, "replica %d", i)
+		// Replicas 0 and 1 merge each other's states; 2, which saw no call
+		// and so shares none, merges both.
+		require.Equal(t, []float64{1, 1, 2}[i], testutil.ToFloat64(p.metrics.replicas), "replica %d: other replicas merged", i)
+	}
+	page, err := s.Findings(ctx, store.FindingQuery{Kind: schema.KindLatencyInversion})
+	require.NoError(t, err)
+	require.Len(t, page.Findings, 1, "one finding per edge, whichever replica wrote it")
+	require.Equal(t, want[0].Evidence, page.Findings[0].Evidence, "the evidence of one node that saw every call")
 }

@@ -72,3 +72,19 @@ type Hop struct {
 
 // Ms is a helper for building optional millisecond figures.
 func Ms(v float64) *float64 { return &v }
+
+// EdgeState is one replica's statistics of one edge over its edge window,
+// shared through the store so that every replica judges edge-level
+// verdicts (latency_inversion) over the samples of all of them (DESIGN §7).
+// State is opaque here: the analysis encodes and merges it.
+type EdgeState struct {
+	// Replica names the budgetd process that wrote the state.
+	Replica string
+	// EvaluatedNs is when the replica took the state (Unix nanoseconds).
+	EvaluatedNs     uint64
+	CallerService   string
+	CallerOperation string
+	CalleeService   string
+	CalleeOperation string
+	State           []byte
+}

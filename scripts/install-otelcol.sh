@@ -5,10 +5,14 @@
 #     debug and nop exporters (the ingest tests);
 #   - .cache/otelcol/otelcol-budgetd-zipkin: an otlp receiver and the
 #     Zipkin exporter, whose Zipkin v2 JSON the foreign-format tests read
-#     (ingest/formats_producers_test.go).
-# The Zipkin exporter is a separate build at an older release because the
-# Go module proxy has no Zipkin exporter for the releases after v0.161.0,
-# and a Collector's components must all come from one release.
+#     (ingest/formats_producers_test.go);
+#   - .cache/otelcol/otelcol-budgetd-lb: an otlp receiver and the
+#     loadbalancing exporter (routing_key: traceID), which spreads traces
+#     over several budgetd replicas in the scale-out test (app/cluster_test.go,
+#     docs/scale-out.md).
+# The Zipkin and loadbalancing exporters are separate builds at an older
+# release because the Go module proxy has neither for the releases after
+# v0.161.0, and a Collector's components must all come from one release.
 # The ingest tests look for the binaries there and fail, naming
 # `make test-setup`, when one is missing.
 # Safe to run again: it does nothing when the same versions are already built.
@@ -74,3 +78,17 @@ exporters:
 providers:
   - gomod: go.opentelemetry.io/collector/confmap/provider/fileprovider $ZIPKIN_STABLE_VERSION
   - gomod: go.opentelemetry.io/collector/confmap/provider/envprovider $ZIPKIN_STABLE_VERSION"
+
+# The loadbalancing exporter (type load_balancing at this release) pulls in
+# the AWS Cloud Map resolver, whose servicediscovery v1.48.x the module
+# proxy refuses: pin the next release.
+build otelcol-budgetd-lb "$ZIPKIN_CORE_VERSION" "receivers:
+  - gomod: go.opentelemetry.io/collector/receiver/otlpreceiver $ZIPKIN_CORE_VERSION
+exporters:
+  - gomod: github.com/open-telemetry/opentelemetry-collector-contrib/exporter/loadbalancingexporter $ZIPKIN_CORE_VERSION
+  - gomod: go.opentelemetry.io/collector/exporter/otlpexporter $ZIPKIN_CORE_VERSION
+providers:
+  - gomod: go.opentelemetry.io/collector/confmap/provider/fileprovider $ZIPKIN_STABLE_VERSION
+  - gomod: go.opentelemetry.io/collector/confmap/provider/envprovider $ZIPKIN_STABLE_VERSION
+replaces:
+  - github.com/aws/aws-sdk-go-v2/service/servicediscovery => github.com/aws/aws-sdk-go-v2/service/servicediscovery v1.49.0"

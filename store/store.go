@@ -44,6 +44,10 @@ type Store interface {
 	// before the new hops: reads deduplicate hops per span, and drop
 	// superseded findings, only for the traces recorded here.
 	WriteReanalysed(ctx context.Context, token string, traces []schema.TraceID, analyzedNs uint64) error
+	// WriteEdgeStates stores one replica's edge statistics (each state
+	// names its replica and evaluation time); a replica's newer state of
+	// an edge replaces its older one.
+	WriteEdgeStates(ctx context.Context, token string, states []schema.EdgeState) error
 
 	// Trace returns the stored spans of a trace in start order, the first
 	// of them within lim, and whether lim left some out; or ErrNotFound.
@@ -59,6 +63,11 @@ type Store interface {
 	// intervals that start in w, summed, ordered by problem id and
 	// interval.
 	ProblemStats(ctx context.Context, w Window) ([]problems.Stat, error)
+	// EdgeStates returns, for every replica but except that wrote edge
+	// states at or after sinceNs, the states of its latest evaluation
+	// (edges it no longer had then are left out), ordered by replica and
+	// edge.
+	EdgeStates(ctx context.Context, except string, sinceNs uint64) ([]schema.EdgeState, error)
 	// Paths aggregates hops per call path over a window, and counts the
 	// findings detected on each path in it (see PathStats.FindingsByKind).
 	Paths(ctx context.Context, w Window, limit int) ([]PathStats, error)

@@ -243,37 +243,13 @@ type otelTraces struct {
 	read   oteltraces.Config
 }
 
-// otelSource reads --from-otel-traces and --table. The database is the
-// DSN's path or --table's DATABASE. prefix (not both, unless they agree),
-// else the exporter's default, "default".
+// otelSource reads --from-otel-traces and --table (oteltraces.ParseSource).
 func otelSource(source, table string) (otelTraces, error) {
-	var src otelTraces
-	src.engine = engine.DefaultConfig()
-	db := ""
-	if strings.HasPrefix(source, "clickhouse://") {
-		u, err := url.Parse(source)
-		if err != nil {
-			return src, errors.New("--from-otel-traces: not a clickhouse://host:port/DATABASE DSN")
-		}
-		db = strings.Trim(u.Path, "/")
-		src.engine.Engine, src.engine.ClickHouse.DSN = engine.ClickHouse, source
-	} else {
-		src.engine.Engine, src.engine.Embedded.DataDir = engine.Embedded, source
-		if st, err := os.Stat(source); err != nil || !st.IsDir() {
-			return src, fmt.Errorf("--from-otel-traces %q is neither a clickhouse:// DSN nor a chDB data directory", source)
-		}
+	src, err := oteltraces.ParseSource(source, table)
+	if err != nil {
+		return otelTraces{}, fmt.Errorf("--from-otel-traces/--table: %w", err)
 	}
-	if tdb, t, ok := strings.Cut(table, "."); ok {
-		if db != "" && db != tdb {
-			return src, fmt.Errorf("--table names database %s, the DSN %s", tdb, db)
-		}
-		db, table = tdb, t
-	}
-	if db == "" {
-		db = "default"
-	}
-	src.read = oteltraces.Config{Database: db, Table: table}
-	return src, nil
+	return otelTraces{engine: src.Engine, read: oteltraces.Config{Database: src.Database, Table: src.Table}}, nil
 }
 
 // readOTelSpans reads the exporter's table. What a user must know about

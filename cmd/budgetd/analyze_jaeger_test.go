@@ -16,11 +16,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/budgetd/budgetd/analyze"
 	"github.com/budgetd/budgetd/fixtures"
+	"github.com/budgetd/budgetd/fixtures/fixturestest"
 	"github.com/budgetd/budgetd/ingest"
 	"github.com/budgetd/budgetd/ingest/jaegerapi/jaegertest"
 	"github.com/budgetd/budgetd/ingest/translate/translatetest"
@@ -234,35 +234,7 @@ func (c *capture) spanCounts(t *testing.T) map[string]int {
 
 // readFixture returns a fixture with every time in it moved by delta.
 func readFixture(t *testing.T, name string, delta time.Duration) ptrace.Traces {
-	t.Helper()
-	data, err := fixtures.Read(name)
-	require.NoError(t, err)
-	tds, err := ingest.DecodeTraces(data)
-	require.NoError(t, err)
-	require.Len(t, tds, 1)
-	shift := func(ts pcommon.Timestamp) pcommon.Timestamp {
-		if ts == 0 {
-			return 0
-		}
-		return pcommon.NewTimestampFromTime(ts.AsTime().Add(delta))
-	}
-	rss := tds[0].ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		sss := rss.At(i).ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			spans := sss.At(j).Spans()
-			for k := 0; k < spans.Len(); k++ {
-				sp := spans.At(k)
-				sp.SetStartTimestamp(shift(sp.StartTimestamp()))
-				sp.SetEndTimestamp(shift(sp.EndTimestamp()))
-				for e := 0; e < sp.Events().Len(); e++ {
-					ev := sp.Events().At(e)
-					ev.SetTimestamp(shift(ev.Timestamp()))
-				}
-			}
-		}
-	}
-	return tds[0]
+	return fixturestest.Moved(t, name, delta)
 }
 
 // writeFixtureFiles writes every fixture as it is and moved by delta, each

@@ -87,7 +87,7 @@ func TestAnalyzeFromOTelTracesRefuses(t *testing.T) {
 		{"missing table", []string{"--from-otel-traces", dir, "--table", "refuse.nope"}, "read otel traces from refuse.nope: no such table", 1},
 		{"missing column", []string{"--from-otel-traces", dir, "--table", "refuse.no_kind"}, "required column SpanKind is missing", 1},
 		{"not a source", []string{"--from-otel-traces", dir + "/nope"}, "neither a clickhouse:// DSN nor a chDB data directory", 2},
-		{"two databases", []string{"--from-otel-traces", "clickhouse://127.0.0.1:1/a", "--table", "b.otel_traces"}, "--table names database b, the DSN a", 2},
+		{"two databases", []string{"--from-otel-traces", "clickhouse://127.0.0.1:1/a", "--table", "b.otel_traces"}, "--from-otel-traces/--table: the table names database b, the DSN a", 2},
 		{"bad table", []string{"--from-otel-traces", dir, "--table", "refuse.x;DROP"}, `table "x;DROP" is not a plain identifier`, 2},
 		{"table without source", []string{"--table", "t", "x.json"}, "--table applies only with --from-otel-traces", 2},
 		{"two sources", []string{"--from-otel-traces", dir, "--from-store"}, "give --from-store or --from-otel-traces, not both", 2},

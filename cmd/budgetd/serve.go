@@ -41,6 +41,8 @@ var configFlagDefs = []struct {
 	{"ingest.durability.dead-letter-dir", "`dir` of the spans the store refuses (default <store.embedded.data-dir>/dead-letter)", func(c *config.Config, v string) { c.Ingest.Durability.DeadLetterDir = v }},
 	{"ingest.auth.tokens-file", "`file` of bearer tokens OTLP senders must present, one per line (docs/security.md)", func(c *config.Config, v string) { c.Ingest.Server.Auth.TokensFile = v }},
 	{"api.auth.tokens-file", "`file` of bearer tokens API clients must present, one per line (docs/security.md)", func(c *config.Config, v string) { c.API.Auth.TokensFile = v }},
+	{"follow.otel-traces.source", "also follow the Collector ClickHouse exporter's table at `source` (clickhouse://host:9000/DATABASE or a chDB data directory) and analyse its traces as they arrive (docs/formats.md)", func(c *config.Config, v string) { c.Follow.OTelTraces.Source = v }},
+	{"follow.otel-traces.table", "the followed exporter `table`, TABLE or DATABASE.TABLE (default otel_traces)", func(c *config.Config, v string) { c.Follow.OTelTraces.Table = v }},
 }
 
 func addConfigFlags(fs *flag.FlagSet) *configFlags {

@@ -104,12 +104,13 @@ func Migrations(p DDLParams) ([]Migration, error) {
 	data := struct {
 		DB           string
 		TTLDays      int
+		TTL          bool // the server has table TTL, whatever the retention
 		SkipIndexes  bool
 		DedupToken   bool
 		OtelView     bool
 		Codecs       bool
 		CompactParts bool
-	}{p.Database, 0, f.SkipIndexes, f.DedupToken, f.OtelView, f.Codecs, f.CompactParts}
+	}{p.Database, 0, f.TTL, f.SkipIndexes, f.DedupToken, f.OtelView, f.Codecs, f.CompactParts}
 	if f.TTL {
 		data.TTLDays = p.TTLDays
 	}

@@ -702,7 +702,12 @@ const missingChunk = 500
 func (s *Store) MissingSpans(ctx context.Context, spans []schema.Span) ([]schema.Span, error) {
 	traces := make(map[schema.TraceID]bool)
 	var ids []string
+	// A stored copy of a span starts when the span does: bounding the
+	// lookup to the spans' start times lets it skip the day partitions
+	// that cannot hold them.
+	lo, hi := ^uint64(0), uint64(0)
 	for i := range spans {
+		lo, hi = min(lo, spans[i].StartNs), max(hi, spans[i].StartNs)
 		if !traces[spans[i].TraceID] {
 			traces[spans[i].TraceID] = true
 			ids = append(ids, spans[i].TraceID.String())
@@ -714,12 +719,13 @@ func (s *Store) MissingSpans(ctx context.Context, spans []schema.Span) ([]schema
 	stored := make(map[key]bool)
 	for lo := 0; lo < len(ids); lo += missingChunk {
 		chunk := ids[lo:min(lo+missingChunk, len(ids))]
-		params := make(Params, len(chunk))
+		params := make(Params, len(chunk), len(chunk)+2)
 		for i, id := range chunk {
 			params[i] = P("t"+strconv.Itoa(i), id)
 		}
+		params = append(params, P("lo", lo), P("hi", hi))
 		rows, err := s.conn.Query(ctx, "SELECT trace_id, span_id FROM "+s.db+".spans WHERE trace_id IN ("+
-			inList("t", "String", len(chunk))+")", params)
+			inList("t", "String", len(chunk))+") AND start_ns >= {lo:UInt64} AND start_ns <= {hi:UInt64}", params)
 		if err != nil {
 			return nil, wrapCtx(ctx, fmt.Errorf("look up stored spans: %w", err))
 		}
@@ -773,6 +779,44 @@ func (s *Store) ProblemStats(ctx context.Context, w store.Window) ([]problems.St
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read problem stats: %w", err)
+	}
+	return out, nil
+}
+
+// EdgeStates implements store.Store. Each replica's newest state per edge
+// is taken with argMax, since merges replace older rows only when they
+// come; the states of a replica's latest evaluation are then those
+// stamped with its newest time. (One aggregate rather than an IN
+// subquery, which a Distributed table would refuse to run on each shard.)
+func (s *Store) EdgeStates(ctx context.Context, except string, sinceNs uint64) ([]schema.EdgeState, error) {
+	q := "SELECT replica, caller_service, caller_operation, callee_service, callee_operation, max(evaluated_ns), argMax(state, evaluated_ns)" +
+		" FROM " + s.db + "." + edgeStatesTable.name +
+		" WHERE replica != {except:String} AND evaluated_ns >= {since:UInt64}" +
+		" GROUP BY replica, caller_service, caller_operation, callee_service, callee_operation" +
+		" ORDER BY replica, caller_service, caller_operation, callee_service, callee_operation"
+	var all []schema.EdgeState
+	latest := map[string]uint64{}
+	err := s.eachRow(ctx, q, Params{P("except", except), P("since", sinceNs)}, func(r Rows) error {
+		var e schema.EdgeState
+		var state string
+		if err := r.Scan(&e.Replica, &e.CallerService, &e.CallerOperation, &e.CalleeService, &e.CalleeOperation, &e.EvaluatedNs, &state); err != nil {
+			return err
+		}
+		// A state that is not base64 is passed on empty: the analysis
+		// counts it as undecodable, and one bad row does not hide the rest.
+		e.State, _ = base64.StdEncoding.DecodeString(state)
+		latest[e.Replica] = max(latest[e.Replica], e.EvaluatedNs)
+		all = append(all, e)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read edge states: %w", err)
+	}
+	out := all[:0]
+	for _, e := range all {
+		if e.EvaluatedNs == latest[e.Replica] {
+			out = append(out, e)
+		}
 	}
 	return out, nil
 }

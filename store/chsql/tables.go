@@ -1,6 +1,7 @@
 package chsql
 
 import (
+	"encoding/base64"
 	"fmt"
 	"strings"
 
@@ -104,7 +105,8 @@ type ColumnType struct {
 func InsertTables(f chschema.Features) []TableColumns {
 	return []TableColumns{
 		spansTable.declared(f), traceIndexTable.declared(f), hopsTable.declared(f), findingsTable.declared(f),
-		reanalysedTable.declared(f), problemStatsTable.declared(f), batchesTable.declared(f), migrationsTable.declared(f),
+		reanalysedTable.declared(f), problemStatsTable.declared(f), edgeStatesTable.declared(f), batchesTable.declared(f),
+		migrationsTable.declared(f), followPositionsTable.declared(f),
 	}
 }
 
@@ -311,6 +313,21 @@ var problemStatsTable = table[*problems.Stat]{name: "problem_stats", columns: []
 	{"impact", "Float64", func(c *Column, s *problems.Stat) { c.AppendFloat64(s.Impact) }},
 }}
 
+// edgeStatesTable holds the replicas' edge statistics
+// (0014_edge_states.sql). Reads scan its columns in this order
+// (EdgeStates).
+var edgeStatesTable = table[*schema.EdgeState]{name: "edge_states", columns: []column[*schema.EdgeState]{
+	{"replica", "String", func(c *Column, e *schema.EdgeState) { c.AppendString(e.Replica) }},
+	{"evaluated_ns", "UInt64", func(c *Column, e *schema.EdgeState) { c.AppendUInt64(e.EvaluatedNs) }},
+	{"caller_service", "String", func(c *Column, e *schema.EdgeState) { c.AppendString(e.CallerService) }},
+	{"caller_operation", "String", func(c *Column, e *schema.EdgeState) { c.AppendString(e.CallerOperation) }},
+	{"callee_service", "String", func(c *Column, e *schema.EdgeState) { c.AppendString(e.CalleeService) }},
+	{"callee_operation", "String", func(c *Column, e *schema.EdgeState) { c.AppendString(e.CalleeOperation) }},
+	// Base64: the embedded engine inserts through JSON, which would turn
+	// bytes that are not UTF-8 into replacement characters.
+	{"state", "String", func(c *Column, e *schema.EdgeState) { c.AppendString(base64.StdEncoding.EncodeToString(e.State)) }},
+}}
+
 // reanalysedRow records that a trace was analysed again.
 type reanalysedRow struct {
 	trace      schema.TraceID
@@ -353,4 +370,19 @@ var migrationsTable = table[migrationRow]{name: "schema_migrations", columns: []
 	{"version", "UInt32", func(c *Column, r migrationRow) { c.AppendUInt32(r.version) }},
 	{"name", "String", func(c *Column, r migrationRow) { c.AppendString(r.name) }},
 	{"applied_ns", "UInt64", func(c *Column, r migrationRow) { c.AppendUInt64(r.appliedNs) }},
+}}
+
+// followPositionRow records how far a followed table has been read.
+type followPositionRow struct {
+	source     string
+	positionNs uint64
+	savedNs    uint64
+}
+
+// followPositionsTable holds the followers' positions
+// (0015_follow_positions.sql).
+var followPositionsTable = table[followPositionRow]{name: "follow_positions", columns: []column[followPositionRow]{
+	{"source", "String", func(c *Column, r followPositionRow) { c.AppendString(r.source) }},
+	{"position_ns", "UInt64", func(c *Column, r followPositionRow) { c.AppendUInt64(r.positionNs) }},
+	{"saved_ns", "UInt64", func(c *Column, r followPositionRow) { c.AppendUInt64(r.savedNs) }},
 }}

@@ -58,10 +58,14 @@ func TestTablesBuildValidBlocks(t *testing.T) {
 	stat := problems.Stat{Key: problems.Key{Kind: schema.KindOrphanedWork, CalleeService: "db"}, Interval: time.Unix(300, 0), Findings: 3, Requests: 2, Impact: 1.5}
 	blk = fill(t, &problemStatsTable, &stat, &problems.Stat{Interval: time.Unix(0, 0)})
 	require.Equal(t, []uint64{300e9, 0}, blk.Columns[7].UInt64s, "interval_ns")
+	state := schema.EdgeState{Replica: "r", EvaluatedNs: 1, CallerService: "a", CalleeService: "b", State: []byte{0, 0xff}}
+	blk = fill(t, &edgeStatesTable, &state, &schema.EdgeState{})
+	require.Equal(t, []string{"AP8=", ""}, blk.Columns[6].Strings, "states are sent as base64")
 	fill(t, &batchesTable, batchRow{token: "t", table: "spans", rows: 1, writtenNs: 2}, batchRow{})
 	fill(t, &migrationsTable, migrationRow{version: 1, name: "0001_spans", appliedNs: 2}, migrationRow{})
+	fill(t, &followPositionsTable, followPositionRow{source: "clickhouse://h:9000 otel.otel_traces", positionNs: 1, savedNs: 2}, followPositionRow{})
 
-	require.Len(t, InsertTables(chschema.Features{}), 8, "InsertTables lists every table above")
+	require.Len(t, InsertTables(chschema.Features{}), 10, "InsertTables lists every table above")
 }
 
 // TestDeclaredTypes: a LowCardinality column is declared as such only on

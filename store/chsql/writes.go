@@ -130,6 +130,12 @@ func (s *Store) WriteProblemStats(ctx context.Context, token string, stats []pro
 	return wrapCtx(ctx, err)
 }
 
+// WriteEdgeStates implements store.Store.
+func (s *Store) WriteEdgeStates(ctx context.Context, token string, states []schema.EdgeState) error {
+	err := insert(ctx, s, &edgeStatesTable, token, len(states), func(i int) *schema.EdgeState { return &states[i] })
+	return wrapCtx(ctx, err)
+}
+
 // WriteFindings implements store.Store. Evidence keys are written sorted so a
 // finding renders the same row every time.
 func (s *Store) WriteFindings(ctx context.Context, token string, findings []schema.Finding) error {

@@ -1,6 +1,8 @@
 // Package oteltraces reads the traces the OpenTelemetry Collector's
 // ClickHouse exporter (contrib clickhouseexporter) writes, from its
-// otel_traces table, for `budgetd analyze --from-otel-traces`.
+// otel_traces table, for `budgetd analyze --from-otel-traces` (Read) and
+// for `serve` following the table (Table.Due and Table.Traces, used by
+// ingest/otelfollow).
 //
 // It only reads: it learns the table's layout from system.columns, builds
 // its SELECT from the columns that exist, and never creates or alters

@@ -63,42 +63,125 @@ type Result struct {
 // ErrNoTable is returned when the table does not exist.
 var ErrNoTable = errors.New("no such table")
 
+// Table is an exporter's table whose layout has been read, ready for
+// reads. It is safe for concurrent use; the layout is not read again, so
+// a table altered later needs a new Table.
+type Table struct {
+	r reader
+}
+
+// Open checks that database.table exists and has the exporter's required
+// columns, and reads its layout (and its trace-id lookup's). It issues
+// only SELECTs; ErrNoTable when there is no such table.
+func Open(ctx context.Context, conn chsql.Conn, database, table string) (*Table, error) {
+	full := database + "." + table
+	switch {
+	case !chschema.ValidIdentifier(database):
+		return nil, fmt.Errorf("read otel traces: database %q is not a plain identifier", database)
+	case !chschema.ValidIdentifier(table):
+		return nil, fmt.Errorf("read otel traces: table %q is not a plain identifier", table)
+	}
+	lay, err := readLayout(ctx, conn, database, table)
+	if err != nil {
+		return nil, fmt.Errorf("read otel traces from %s: %w", full, err)
+	}
+	return &Table{r: reader{conn: conn, lay: lay, table: full}}, nil
+}
+
 // Read reads cfg's window from the table over conn and converts the rows
 // with conv. It issues only SELECTs.
 func Read(ctx context.Context, conn chsql.Conn, cfg Config, conv *ingest.Converter) (Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return Result{}, fmt.Errorf("read otel traces: %w", err)
 	}
-	full := cfg.Database + "." + cfg.Table
-	lay, err := readLayout(ctx, conn, cfg.Database, cfg.Table)
+	t, err := Open(ctx, conn, cfg.Database, cfg.Table)
 	if err != nil {
-		return Result{}, fmt.Errorf("read otel traces from %s: %w", full, err)
+		return Result{}, err
 	}
-	r := reader{conn: conn, lay: lay, table: full}
+	r := &t.r
 	ids, truncated, err := r.pick(ctx, cfg)
 	if err != nil {
-		return Result{}, fmt.Errorf("read otel traces from %s: %w", full, err)
-	}
-	res := Result{Traces: len(ids), Truncated: truncated, Lookup: lay.lookup != ""}
-	if len(ids) == 0 {
-		return res, nil
+		return Result{}, fmt.Errorf("read otel traces from %s: %w", r.table, err)
 	}
 	bound, err := r.bound(ctx, cfg.Window, ids)
 	if err != nil {
-		return Result{}, fmt.Errorf("read otel traces from %s: %w", full, err)
+		return Result{}, fmt.Errorf("read otel traces from %s: %w", r.table, err)
 	}
+	res, err := t.read(ctx, ids, bound, conv)
+	if err != nil {
+		return Result{}, err
+	}
+	res.Truncated, res.Lookup = truncated, r.lay.lookup != ""
+	return res, nil
+}
+
+// DueTrace is a trace Due found: its id, its spans (counted over the rows
+// Due scanned) and the latest end of those spans.
+type DueTrace struct {
+	ID    string
+	Spans int
+	EndNs int64
+}
+
+// DueQuery selects the traces whose latest span end lies in (AfterNs,
+// UntilNs], looking only at spans that start at or after ScanFromNs (so
+// the GROUP BY reads recent partitions only), at most Limit of them.
+type DueQuery struct {
+	AfterNs, UntilNs, ScanFromNs int64
+	Limit                        int
+}
+
+// Due returns the traces q selects in the order their latest span ends
+// (ties by id). A span written twice counts once.
+func (t *Table) Due(ctx context.Context, q DueQuery) ([]DueTrace, error) {
+	sql := "SELECT TraceId, toUInt64(uniqExact(SpanId)) AS n," +
+		" max(toInt64(toUnixTimestamp64Nano(Timestamp)) + toInt64(Duration)) AS last_end FROM " + t.r.table +
+		" WHERE Timestamp >= fromUnixTimestamp64Nano({scan:Int64}) AND TraceId != ''" +
+		" GROUP BY TraceId HAVING last_end > {after:Int64} AND last_end <= {until:Int64}" +
+		" ORDER BY last_end, TraceId LIMIT " + strconv.Itoa(q.Limit)
+	rows, err := t.r.conn.Query(ctx, sql, chsql.Params{chsql.P("scan", q.ScanFromNs), chsql.P("after", q.AfterNs), chsql.P("until", q.UntilNs)})
+	if err != nil {
+		return nil, fmt.Errorf("find due traces in %s: %w", t.r.table, err)
+	}
+	defer rows.Close()
+	var out []DueTrace
+	for rows.Next() {
+		var d DueTrace
+		var n uint64
+		if err := rows.Scan(&d.ID, &n, &d.EndNs); err != nil {
+			return nil, fmt.Errorf("find due traces in %s: %w", t.r.table, err)
+		}
+		d.Spans = int(n)
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("find due traces in %s: %w", t.r.table, err)
+	}
+	return out, nil
+}
+
+// Traces reads the spans of the traces ids that start in [sinceNs,
+// untilNs] and converts them with conv. Result.Traces is len(ids).
+func (t *Table) Traces(ctx context.Context, ids []string, sinceNs, untilNs int64, conv *ingest.Converter) (Result, error) {
+	return t.read(ctx, ids, timeBound{
+		where:  " AND Timestamp >= fromUnixTimestamp64Nano({lo:Int64}) AND Timestamp <= fromUnixTimestamp64Nano({hi:Int64})",
+		params: chsql.Params{chsql.P("lo", sinceNs), chsql.P("hi", untilNs)},
+	}, conv)
+}
+
+// read reads the spans of ids within bound, some hundreds of traces per
+// query, and converts them.
+func (t *Table) read(ctx context.Context, ids []string, bound timeBound, conv *ingest.Converter) (Result, error) {
+	res := Result{Traces: len(ids)}
 	var stats ingest.Stats
-	const perQuery = 500
-	for len(ids) > 0 {
-		n := min(perQuery, len(ids))
-		td, err := r.spans(ctx, ids[:n], bound)
+	for chunk := range chunks(ids, 500) {
+		td, err := t.r.spans(ctx, chunk, bound)
 		if err != nil {
-			return Result{}, fmt.Errorf("read otel traces from %s: %w", full, err)
+			return Result{}, fmt.Errorf("read otel traces from %s: %w", t.r.table, err)
 		}
 		cr := conv.Convert(td)
 		res.Spans = append(res.Spans, cr.Spans...)
 		stats.Add(cr.Stats)
-		ids = ids[n:]
 	}
 	res.Rejected, res.RejectReason = stats.Rejected(), stats.RejectReason()
 	return res, nil

@@ -55,6 +55,7 @@ func Run(t *testing.T, h Harness) {
 		{"a batch over 101 days is stored whole", testManyDays},
 		{"a batch larger than one insert block is stored whole", testLargeBatch},
 		{"missing spans are told from stored ones", testMissingSpans},
+		{"follow positions resume and never move back", testFollowPositions},
 		{"concurrent writers", testConcurrentWriters},
 		{"paths, edges and totals", testAggregates},
 		{"edges report inferred timeouts", testInferredEdge},
@@ -63,6 +64,7 @@ func Run(t *testing.T, h Harness) {
 		{"a re-analysed trace counts once", testReanalysis},
 		{"a finding written again counts once", testDistinctFindingCounts},
 		{"problem stats sum per problem and interval", testProblemStats},
+		{"edge states: each replica's latest evaluation", testEdgeStates},
 		{"deadline returns promptly", testDeadline},
 	}
 	for _, tt := range tests {
@@ -534,6 +536,32 @@ func testMissingSpans(t *testing.T, h Harness) {
 	all, err := s.MissingSpans(ctx, spans[700:])
 	require.NoError(t, err)
 	require.Equal(t, spans[700:], all)
+}
+
+func testFollowPositions(t *testing.T, h Harness) {
+	s, db := open(t, h)
+	ctx := ctxT(t)
+	_, ok, err := s.FollowPosition(ctx, "clickhouse://a:9000 otel.otel_traces")
+	require.NoError(t, err)
+	require.False(t, ok, "a source never followed has no position")
+	require.NoError(t, s.SaveFollowPosition(ctx, "clickhouse://a:9000 otel.otel_traces", 200))
+	require.NoError(t, s.SaveFollowPosition(ctx, "clickhouse://a:9000 otel.otel_traces", 300))
+	require.NoError(t, s.SaveFollowPosition(ctx, "clickhouse://a:9000 otel.otel_traces", 250), "a late, smaller save")
+	require.NoError(t, s.SaveFollowPosition(ctx, "/data other.otel_traces", 7))
+
+	// A restart opens the database again.
+	again, err := h.Open(ctx, db)
+	require.NoError(t, err)
+	defer again.Close()
+	for _, tt := range []struct {
+		source string
+		want   uint64
+	}{{"clickhouse://a:9000 otel.otel_traces", 300}, {"/data other.otel_traces", 7}} {
+		pos, ok, err := again.FollowPosition(ctx, tt.source)
+		require.NoError(t, err)
+		require.True(t, ok, tt.source)
+		require.Equal(t, tt.want, pos, tt.source)
+	}
 }
 
 func testConcurrentWriters(t *testing.T, h Harness) {
@@ -1058,4 +1086,36 @@ func testProblemStats(t *testing.T, h Harness) {
 	got, err = s.ProblemStats(ctx, store.WindowOf(later, later.Add(time.Minute)))
 	require.NoError(t, err)
 	require.Equal(t, []problems.Stat{stat("order", later, 4, 2)}, got, "only the intervals that start in the window")
+}
+
+// testEdgeStates writes the edge states of three replicas over several
+// evaluations, one batch twice under its token: reads return, for each
+// replica but the one asking, the states of its latest evaluation since
+// the bound — an edge the replica no longer had then is left out, as is a
+// replica that has not written since.
+func testEdgeStates(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	ctx := ctxT(t)
+	state := func(replica string, at uint64, callee string, data string) schema.EdgeState {
+		return schema.EdgeState{Replica: replica, EvaluatedNs: at, CallerService: "gateway", CallerOperation: "POST /checkout",
+			CalleeService: callee, CalleeOperation: "GET /x", State: []byte(data)}
+	}
+	// Recent times: the table's TTL (a day, on servers that have TTL)
+	// drops older states at the next merge.
+	t0 := uint64(time.Now().Add(-time.Hour).UnixNano())
+	for range 2 { // retried under its token: stored once
+		require.NoError(t, s.WriteEdgeStates(ctx, "edges-a-1", []schema.EdgeState{state("a", t0, "order", "a1-order"), state("a", t0, "pricing", "a1-pricing")}))
+	}
+	require.NoError(t, s.WriteEdgeStates(ctx, "edges-a-2", []schema.EdgeState{state("a", t0+60e9, "order", "a2-order\x00\xff")}))
+	require.NoError(t, s.WriteEdgeStates(ctx, "edges-b-1", []schema.EdgeState{state("b", t0+30e9, "order", "b1-order")}))
+	require.NoError(t, s.WriteEdgeStates(ctx, "edges-c-1", []schema.EdgeState{state("c", t0-60e9, "order", "c-stale")}))
+
+	got, err := s.EdgeStates(ctx, "me", t0)
+	require.NoError(t, err)
+	require.Equal(t, []schema.EdgeState{state("a", t0+60e9, "order", "a2-order\x00\xff"), state("b", t0+30e9, "order", "b1-order")}, got,
+		"a's latest evaluation no longer had pricing; c wrote nothing since the bound")
+
+	got, err = s.EdgeStates(ctx, "a", t0)
+	require.NoError(t, err)
+	require.Equal(t, []schema.EdgeState{state("b", t0+30e9, "order", "b1-order")}, got, "the asking replica's own states are left out")
 }

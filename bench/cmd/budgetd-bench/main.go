@@ -80,10 +80,10 @@ func (r row) cpuPerMillion() float64 {
 
 // settings are the flags every target's run shares.
 type settings struct {
-	work, budgetd, otelcol, jaeger, profile string
-	clients, spansPer                       int
-	warmup, duration                        time.Duration
-	floorRows                               uint64
+	work, budgetd, otelcol, otelcolLB, jaeger, profile string
+	clients, spansPer                                  int
+	warmup, duration                                   time.Duration
+	floorRows                                          uint64
 }
 
 func run(ctx context.Context, args []string, out io.Writer) error {
@@ -93,9 +93,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	clients := fs.Int("clients", 8, "concurrent senders")
 	spansPer := fs.Int("spans-per-request", 1000, "spans in one export request")
 	distinct := fs.Int("requests", 200, "distinct pre-built requests, sent round-robin")
-	targets := fs.String("targets", "collector,jaeger,floor,embedded", "comma-separated targets to load: collector, jaeger, floor, embedded, clickhouse")
+	targets := fs.String("targets", "collector,jaeger,floor,embedded", "comma-separated targets to load: collector, jaeger, floor, embedded, clickhouse, replicas-1, replicas-2 (budgetd replicas on clickhouse-server behind the loadbalancing Collector)")
 	budgetdBin := fs.String("budgetd", "bin/budgetd", "budgetd `binary`")
 	otelcolBin := fs.String("otelcol", ".cache/otelcol/otelcol-budgetd", "Collector `binary` (make test-setup builds it)")
+	otelcolLBBin := fs.String("otelcol-lb", ".cache/otelcol/otelcol-budgetd-lb", "Collector `binary` with the loadbalancing exporter, for replicas-N (make test-setup builds it)")
 	jaegerBin := fs.String("jaeger", ".cache/bin/jaeger", "Jaeger v2 `binary` (make test-setup builds it)")
 	floorRows := fs.Uint64("floor-rows", 1_000_000, "the floor's INSERT … SELECT repeats until at least this many `rows` are inserted")
 	profile := fs.String("profile", "", "write each budgetd target's CPU profile of the measured window and its heap profile at the end into this `directory`")
@@ -119,7 +120,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(work)
-	set := settings{work: work, budgetd: *budgetdBin, otelcol: *otelcolBin, jaeger: *jaegerBin, profile: *profile,
+	set := settings{work: work, budgetd: *budgetdBin, otelcol: *otelcolBin, otelcolLB: *otelcolLBBin, jaeger: *jaegerBin, profile: *profile,
 		clients: *clients, spansPer: *spansPer, warmup: *warmup, duration: *duration, floorRows: *floorRows}
 
 	fmt.Fprintf(out, "building %d requests of %d spans...\n", *distinct, *spansPer)
@@ -199,6 +200,19 @@ func startTarget(ctx context.Context, set settings, name, dir string) (*bench.Ta
 		return t, err
 	case "embedded":
 		return bench.StartBudgetd(ctx, set.budgetd, dir, "budgetd embedded", extra...)
+	case "replicas-1", "replicas-2":
+		srv, err := clickhousetest.StartIn(filepath.Join(dir, "clickhouse"))
+		if err != nil {
+			return nil, err
+		}
+		n := int(name[len(name)-1] - '0')
+		t, err := bench.StartReplicas(ctx, set.budgetd, set.otelcolLB, "deploy/collector/loadbalancing.yaml", dir, srv.DSN("budgetd"), n)
+		if err != nil {
+			_ = srv.Stop()
+			return nil, err
+		}
+		t.SetExtra(srv.PID, srv.Stop)
+		return t, nil
 	case "clickhouse":
 		srv, err := clickhousetest.StartIn(filepath.Join(dir, "clickhouse"))
 		if err != nil {
@@ -308,11 +322,11 @@ func measure(ctx context.Context, t *bench.Target, load *bench.Load, spansPer, c
 	if t.API != "" {
 		// Heap memory Go holds from the OS and has not returned: its part
 		// of the RSS, give or take stacks and runtime structures.
-		sys, err := bench.Metric(ctx, t.API, "go_memstats_heap_sys_bytes")
+		sys, err := sumMetric(ctx, t, "go_memstats_heap_sys_bytes")
 		if err != nil {
 			return row{}, err
 		}
-		released, err := bench.Metric(ctx, t.API, "go_memstats_heap_released_bytes")
+		released, err := sumMetric(ctx, t, "go_memstats_heap_released_bytes")
 		if err != nil {
 			return row{}, err
 		}
@@ -344,7 +358,20 @@ func storedOf(ctx context.Context, t *bench.Target) (float64, error) {
 	if t.API == "" {
 		return -1, nil
 	}
-	return bench.Metric(ctx, t.API, "budgetd_wal_stored_spans_total")
+	return sumMetric(ctx, t, "budgetd_wal_stored_spans_total")
+}
+
+// sumMetric adds a metric over the target's budgetd processes.
+func sumMetric(ctx context.Context, t *bench.Target, name string) (float64, error) {
+	total := 0.0
+	for _, api := range t.APIs() {
+		v, err := bench.Metric(ctx, api, name)
+		if err != nil {
+			return 0, err
+		}
+		total += v
+	}
+	return total, nil
 }
 
 func cpuOf(t *bench.Target) (time.Duration, error) {
