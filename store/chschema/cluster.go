@@ -22,15 +22,20 @@ const LocalSuffix = "_local"
 // findings have no trace id and all land on one shard, which only they
 // read. problem_stats is sharded by problem, so a problem's rows merge
 // (SummingMergeTree) on one shard; batches by token, which is what a write
-// looks up.
+// looks up; edge_states by budgetd replica and follow_positions by source,
+// so the rows that ReplacingMergeTree collapses (same sorting key) meet on
+// one shard — reads take the newest row per key with GROUP BY, which
+// Distributed merges across shards anyway.
 var shardingKeys = map[string]string{
-	"spans":         "cityHash64(trace_id)",
-	"trace_index":   "cityHash64(trace_id)",
-	"hops":          "cityHash64(trace_id)",
-	"findings":      "cityHash64(trace_id)",
-	"reanalysed":    "cityHash64(trace_id)",
-	"problem_stats": "cityHash64(problem_id)",
-	"batches":       "cityHash64(token)",
+	"spans":            "cityHash64(trace_id)",
+	"trace_index":      "cityHash64(trace_id)",
+	"hops":             "cityHash64(trace_id)",
+	"findings":         "cityHash64(trace_id)",
+	"reanalysed":       "cityHash64(trace_id)",
+	"problem_stats":    "cityHash64(problem_id)",
+	"batches":          "cityHash64(token)",
+	"edge_states":      "cityHash64(replica)",
+	"follow_positions": "cityHash64(source)",
 }
 
 // repeatableRows are tables where two different batches can hold exactly
