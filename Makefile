@@ -19,7 +19,7 @@ help: ## list the targets
 setup: ## install Go modules and libchdb (into .cache/, ignored by git)
 	@scripts/setup.sh
 
-test-setup: setup ## also install what the tests need (scripts/test-setup.sh: ClickHouse, Chromium, the Collectors, Jaeger, Redocly CLI, oapi-codegen)
+test-setup: setup ## also install what the tests need (scripts/test-setup.sh: ClickHouse, ZooKeeper, Chromium, the Collectors, Jaeger, Redocly CLI, oapi-codegen)
 	@scripts/test-setup.sh
 
 build: ## build bin/budgetd

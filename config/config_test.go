@@ -49,6 +49,8 @@ func TestLoad(t *testing.T) {
 				require.Equal(t, 7, d.WAL.BatchSpans)
 				require.Equal(t, DefaultConfig().Ingest.Durability.WriteTimeout, d.WriteTimeout, "unset keys keep defaults")
 			}},
+		{name: "cluster", yaml: "store: {engine: clickhouse, clickhouse: {dsn: 'clickhouse://h1:9000,h2:9000/x', cluster: c1}}\n",
+			check: func(t *testing.T, c Config) { require.Equal(t, "c1", c.Store.ClickHouse.Cluster) }},
 		{name: "memory", yaml: "memory: {go_limit_bytes: 1073741824}\n",
 			check: func(t *testing.T, c Config) { require.Equal(t, int64(1<<30), c.Memory.GoLimitBytes) }},
 		{name: "follow", yaml: "follow: {otel_traces: {source: 'clickhouse://h:9000/otel', settle: 30s, max_spans_per_poll: 7}}\n",
@@ -107,6 +109,10 @@ func TestValidateNamesKeys(t *testing.T) {
 	require.NoError(t, c.Validate(), "only the configured mode's section is checked")
 	c.Ingest.Durability.Batch.QueueSpans = 0
 	require.ErrorContains(t, c.Validate(), "ingest.durability.batch.queue_spans must be > 0")
+	c = DefaultConfig()
+	c.Store.Engine = "clickhouse"
+	c.Store.ClickHouse.Cluster = "c-1"
+	require.ErrorContains(t, c.Validate(), `store.clickhouse.cluster must be a plain identifier`)
 	c = DefaultConfig()
 	c.Log.Format = "xml"
 	require.ErrorContains(t, c.Validate(), "log.format")

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the tests need beyond `make setup`, each part only when it is
 # missing: first Debian's ClickHouse server and client (18.16 on bookworm),
-# which the store tests start on a free loopback port. Safe to run again.
+# which the store tests start on a free loopback port, and ZooKeeper (3.8,
+# with Java), which the ClickHouse cluster test runs standalone for its
+# replicas. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/sbin:/sbin"
@@ -9,6 +11,8 @@ export PATH="$PATH:/usr/sbin:/sbin"
 missing=()
 command -v clickhouse-server >/dev/null || missing+=(clickhouse-server)
 command -v clickhouse-client >/dev/null || missing+=(clickhouse-client)
+# The package has no command on PATH: the tests run its jars with java.
+[[ -d /usr/share/zookeeper ]] && command -v java >/dev/null || missing+=(zookeeper)
 if ((${#missing[@]})); then
   echo "test-setup: installing ${missing[*]} from Debian" >&2
   apt-get update -qq

@@ -56,6 +56,11 @@ type DDLParams struct {
 	Database string   // target database, validated identifier
 	Features Features // what the server supports
 	TTLDays  int      // retention; 0 keeps data forever (or the server lacks TTL)
+	// Cluster is the name of a cluster in the servers' remote_servers, or
+	// empty for a single server. With it, every table is created ON
+	// CLUSTER as a replicated local table and a Distributed table over
+	// it (cluster.go); without it the DDL is the templates' text as is.
+	Cluster string
 }
 
 // Migration is one numbered schema change.
@@ -72,6 +77,9 @@ type Migration struct {
 func Migrations(p DDLParams) ([]Migration, error) {
 	if !ValidIdentifier(p.Database) {
 		return nil, fmt.Errorf("render ddl: invalid database name %q", p.Database)
+	}
+	if p.Cluster != "" && !ValidIdentifier(p.Cluster) {
+		return nil, fmt.Errorf("render ddl: invalid cluster name %q", p.Cluster)
 	}
 	names, err := fs.Glob(ddlFiles, "sql/*.sql")
 	if err != nil {
@@ -127,7 +135,13 @@ func Migrations(p DDLParams) ([]Migration, error) {
 		if err := tmpl.Execute(&buf, data); err != nil {
 			return nil, fmt.Errorf("render ddl %s: %w", name, err)
 		}
-		out = append(out, Migration{Version: version, Name: base, Statements: splitStatements(buf.String())})
+		stmts := splitStatements(buf.String())
+		if p.Cluster != "" {
+			if stmts, err = onCluster(p, stmts); err != nil {
+				return nil, fmt.Errorf("render ddl %s: %w", name, err)
+			}
+		}
+		out = append(out, Migration{Version: version, Name: base, Statements: stmts})
 	}
 	return out, nil
 }

@@ -95,3 +95,113 @@ func TestDDLValidIdentifier(t *testing.T) {
 		require.False(t, ValidIdentifier(s), s)
 	}
 }
+
+// TestClusterMigrations renders the DDL for a cluster on the oldest and a
+// current server: every statement runs ON CLUSTER, every table is a
+// replicated local table under a Distributed one of the same name, and
+// the versions are those of a single server.
+func TestClusterMigrations(t *testing.T) {
+	current, err := FeaturesFor("26.7")
+	require.NoError(t, err)
+	for _, f := range []Features{{}, current} {
+		single, err := Migrations(DDLParams{Database: "budgetd", Features: f})
+		require.NoError(t, err)
+		cluster, err := Migrations(DDLParams{Database: "budgetd", Features: f, Cluster: "c1"})
+		require.NoError(t, err)
+		require.Len(t, cluster, len(single))
+		var text strings.Builder
+		for i, m := range cluster {
+			require.Equal(t, single[i].Version, m.Version)
+			require.GreaterOrEqual(t, len(m.Statements), len(single[i].Statements), m.Name)
+			for _, st := range m.Statements {
+				require.Contains(t, st, " ON CLUSTER c1", "%s: %s", m.Name, st)
+				if strings.HasPrefix(st, "DROP ") {
+					require.NotContains(t, st, LocalSuffix, "%s: only Distributed tables, which hold no rows, are dropped (to be made again)", m.Name)
+				}
+				require.NotContains(t, st, "ENGINE = MergeTree", m.Name)
+				text.WriteString(st + "\n")
+			}
+		}
+		all := text.String()
+		for table := range shardingKeys {
+			require.Contains(t, all, "CREATE TABLE IF NOT EXISTS budgetd."+table+"_local ON CLUSTER c1 (")
+			require.Contains(t, all, "Replicated")
+			require.Contains(t, all, "'/clickhouse/tables/{shard}/budgetd/"+table+"', '{replica}'")
+			require.Contains(t, all, "CREATE TABLE IF NOT EXISTS budgetd."+table+" ON CLUSTER c1 AS budgetd."+table+"_local\n"+
+				"ENGINE = Distributed(c1, budgetd, "+table+"_local, "+shardingKeys[table]+")")
+		}
+		require.Contains(t, all, "ENGINE = ReplicatedSummingMergeTree('/clickhouse/tables/{shard}/budgetd/problem_stats', '{replica}', (findings, requests, impact))")
+		require.Contains(t, all, "ALTER TABLE budgetd.hops_local ON CLUSTER c1 ADD COLUMN analyzed_ns UInt64 DEFAULT 0\n")
+		require.NotContains(t, all, "ALTER TABLE budgetd.hops ON CLUSTER", "18.16 refuses ALTER ON CLUSTER of a Distributed table")
+		require.Contains(t, all, "ADD COLUMN analyzed_ns UInt64 DEFAULT 0\nDROP TABLE IF EXISTS budgetd.hops ON CLUSTER c1\n"+
+			"CREATE TABLE IF NOT EXISTS budgetd.hops ON CLUSTER c1 AS budgetd.hops_local\n")
+		if f.DedupToken {
+			require.NotContains(t, all, "replicated_deduplication_window = 0", "tokens tell retries from repeats")
+		} else {
+			require.Contains(t, all, "SETTINGS replicated_deduplication_window = 0", "problem_stats rows repeat legitimately")
+		}
+		if f.CompactParts {
+			require.Contains(t, all, "ALTER TABLE budgetd.spans_local ON CLUSTER c1 MODIFY SETTING")
+			require.NotContains(t, all, "ALTER TABLE budgetd.spans ON CLUSTER c1 MODIFY SETTING", "a Distributed table stores nothing")
+		}
+		if f.OtelView {
+			require.Contains(t, all, "CREATE VIEW IF NOT EXISTS budgetd.otel_traces ON CLUSTER c1 AS\nSELECT")
+		}
+	}
+}
+
+func TestClusterStatementsRefused(t *testing.T) {
+	p := DDLParams{Database: "budgetd", Cluster: "c1"}
+	for _, st := range []string{
+		"CREATE TABLE IF NOT EXISTS budgetd.unknown (x UInt8\n) ENGINE = MergeTree ORDER BY x",
+		"CREATE TABLE IF NOT EXISTS budgetd.spans (x UInt8\n) ENGINE = Log",
+		"ALTER TABLE budgetd.spans DROP COLUMN x",
+		"DROP TABLE budgetd.spans",
+	} {
+		_, err := onCluster(p, []string{st})
+		require.Error(t, err, st)
+	}
+	_, err := Migrations(DDLParams{Database: "budgetd", Cluster: "c-1"})
+	require.ErrorContains(t, err, "invalid cluster name")
+}
+
+func TestMigrationsTableAndDatabase(t *testing.T) {
+	single := DDLParams{Database: "budgetd"}
+	require.Equal(t, "CREATE DATABASE IF NOT EXISTS budgetd", CreateDatabase(single))
+	require.Equal(t, "CREATE TABLE IF NOT EXISTS budgetd.schema_migrations (version UInt32, name String, applied_ns UInt64) ENGINE = MergeTree ORDER BY version",
+		MigrationsTable(single))
+	cluster := DDLParams{Database: "budgetd", Cluster: "c1"}
+	require.Equal(t, "CREATE DATABASE IF NOT EXISTS budgetd ON CLUSTER c1", CreateDatabase(cluster))
+	require.Contains(t, MigrationsTable(cluster), "schema_migrations ON CLUSTER c1 (")
+	require.Contains(t, MigrationsTable(cluster), "ReplicatedMergeTree('/clickhouse/tables/all_shards/budgetd/schema_migrations', '{shard}_{replica}')")
+}
+
+// TestFolded checks that a new database on a cluster gets each added
+// column in its table's CREATE, in migration order, and no ALTER or DROP
+// of a column the CREATE already has.
+func TestFolded(t *testing.T) {
+	current, err := FeaturesFor("26.7")
+	require.NoError(t, err)
+	for _, f := range []Features{{}, current} {
+		p := DDLParams{Database: "budgetd", Features: f, Cluster: "c1"}
+		ms, err := Migrations(p)
+		require.NoError(t, err)
+		folded := Folded(p, ms)
+		all := strings.Join(folded, "\n")
+		require.NotContains(t, all, "ADD COLUMN")
+		require.NotContains(t, all, "DROP TABLE")
+		var hops string
+		for _, st := range folded {
+			if strings.HasPrefix(st, "CREATE TABLE IF NOT EXISTS budgetd.hops_local ON CLUSTER c1 (") {
+				hops = st
+			}
+		}
+		require.Contains(t, hops, "inferred UInt8,\n    analyzed_ns UInt64 DEFAULT 0,\n    callee_duration_ns UInt64 DEFAULT 0,\n"+
+			"    inferred_timeout_ms Nullable(Float64),\n    inferred_remaining_ms Nullable(Float64),\n    inference_confidence Float64 DEFAULT 0,\n"+
+			"    path_calls UInt32 DEFAULT 0\n) ENGINE = ReplicatedMergeTree(")
+		require.Equal(t, 1, strings.Count(all, "CREATE TABLE IF NOT EXISTS budgetd.hops ON CLUSTER c1 AS"), "the Distributed table once")
+		if f.CompactParts {
+			require.Contains(t, all, "ALTER TABLE budgetd.hops_local ON CLUSTER c1 MODIFY SETTING", "storage changes stay ALTERs")
+		}
+	}
+}

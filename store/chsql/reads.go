@@ -12,6 +12,7 @@ import (
 	"github.com/budgetd/budgetd/problems"
 	"github.com/budgetd/budgetd/schema"
 	"github.com/budgetd/budgetd/store"
+	"github.com/budgetd/budgetd/store/chschema"
 )
 
 // spanRow holds one scanned spans row before it becomes a schema.Span.
@@ -254,7 +255,7 @@ func (s *Store) Spans(ctx context.Context, w store.Window, limit int) ([]schema.
 	// only. Sorting every span of the window with all its columns needed
 	// gigabytes at ten million spans (18.16 refused it).
 	q := "SELECT " + spansTable.columnList() + " FROM " + s.db + ".spans" +
-		" WHERE start_ns >= {since:UInt64} AND start_ns <= {until:UInt64} AND trace_id IN (SELECT trace_id FROM " + s.db + ".trace_index" +
+		" WHERE start_ns >= {since:UInt64} AND start_ns <= {until:UInt64} AND trace_id IN (SELECT trace_id FROM " + s.shardLocal("trace_index") +
 		" WHERE start_ns <= {until:UInt64} AND end_ns >= {since:UInt64} GROUP BY trace_id ORDER BY trace_id LIMIT " + n + ")" +
 		" ORDER BY trace_id, start_ns, span_id LIMIT 1 BY trace_id, span_id LIMIT " + n
 	spans, err := s.querySpans(ctx, q, Params{P("since", w.SinceNs), P("until", w.Until())})
@@ -619,7 +620,21 @@ const distinctFindings = "uniqExact(id)"
 // after the window began. Bounding the set keeps it small however long the
 // retention.
 func (s *Store) reanalysedSince() string {
-	return "(SELECT trace_id FROM " + s.db + ".reanalysed WHERE analyzed_ns >= {since:UInt64})"
+	return "(SELECT trace_id FROM " + s.shardLocal("reanalysed") + " WHERE analyzed_ns >= {since:UInt64})"
+}
+
+// shardLocal names table for a subquery of IN inside a query on another
+// table sharded alike (all of budgetd's trace tables are sharded by trace
+// id): on a cluster, each shard's replica answers the outer query, so the
+// subquery reads that replica's local table, where every row of the
+// shard's traces is — what distributed_product_mode = local would do, and
+// 18.16 refuses an IN over a Distributed table inside a distributed query
+// otherwise. On one server it is the table itself.
+func (s *Store) shardLocal(table string) string {
+	if s.cluster == "" {
+		return s.db + "." + table
+	}
+	return s.db + "." + table + chschema.LocalSuffix
 }
 
 // anyReanalysed reports whether any trace was recorded as re-analysed since

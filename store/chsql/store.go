@@ -18,12 +18,17 @@ import (
 type Config struct {
 	Database string // created if missing; a plain identifier
 	TTLDays  int    // retention; 0 keeps data forever
+	// Cluster is the remote_servers cluster the schema is created on (ON
+	// CLUSTER, replicated local tables under Distributed ones; see
+	// chschema.DDLParams.Cluster), or empty for one server.
+	Cluster string
 }
 
 // Store implements store.Store over an engine's Conn.
 type Store struct {
 	conn     Conn
 	db       string
+	cluster  string
 	features chschema.Features
 	known    int // highest migration version this binary has
 	spare    spareBlocks
@@ -45,7 +50,7 @@ func Open(ctx context.Context, conn Conn, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	s := &Store{conn: conn, db: cfg.Database, features: features}
+	s := &Store{conn: conn, db: cfg.Database, cluster: cfg.Cluster, features: features}
 	if err := s.migrate(ctx, cfg.TTLDays); err != nil {
 		return nil, err
 	}
@@ -55,6 +60,9 @@ func Open(ctx context.Context, conn Conn, cfg Config) (*Store, error) {
 // Features returns the version-gated features in use.
 func (s *Store) Features() chschema.Features { return s.features }
 
+// Cluster returns the cluster the schema is on, or "" for one server.
+func (s *Store) Cluster() string { return s.cluster }
+
 // Database returns the database name.
 func (s *Store) Database() string { return s.db }
 
@@ -63,38 +71,171 @@ func (s *Store) Database() string { return s.db }
 // no-op because recorded versions are skipped and every statement is
 // idempotent (IF NOT EXISTS), so a crash between a statement and its record
 // is repaired by the next start.
+//
+// On a cluster, a store whose schema is current runs no DDL at all: ON
+// CLUSTER statements wait for every host, so a restart while a replica is
+// down would otherwise wait for distributed_ddl_task_timeout. Two stores
+// that migrate at once both run the statements (the second finds each
+// table there, and each column added: see applyOnCluster) and both record
+// each version, as identical rows that ZooKeeper keeps once.
 func (s *Store) migrate(ctx context.Context, ttlDays int) error {
-	if err := s.conn.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+s.db, nil); err != nil {
-		return fmt.Errorf("create database %s: %w", s.db, err)
-	}
-	ddl := "CREATE TABLE IF NOT EXISTS " + s.db + ".schema_migrations (version UInt32, name String, applied_ns UInt64) ENGINE = MergeTree ORDER BY version"
-	if err := s.conn.Exec(ctx, ddl, nil); err != nil {
-		return fmt.Errorf("create schema_migrations: %w", err)
-	}
-	migrations, err := chschema.Migrations(chschema.DDLParams{Database: s.db, Features: s.features, TTLDays: ttlDays})
-	if err != nil {
-		return err
-	}
-	applied, err := s.appliedVersion(ctx)
+	p := chschema.DDLParams{Database: s.db, Features: s.features, TTLDays: ttlDays, Cluster: s.cluster}
+	migrations, err := chschema.Migrations(p)
 	if err != nil {
 		return err
 	}
 	for _, m := range migrations {
 		s.known = max(s.known, m.Version)
+	}
+	if s.cluster != "" {
+		if applied, err := s.appliedVersion(ctx); err == nil && applied >= s.known {
+			return nil
+		}
+	}
+	if err := s.exec(ctx, chschema.CreateDatabase(p)); err != nil {
+		return fmt.Errorf("create database %s: %w", s.db, err)
+	}
+	if err := s.exec(ctx, chschema.MigrationsTable(p)); err != nil {
+		return fmt.Errorf("create schema_migrations: %w", err)
+	}
+	applied, err := s.appliedVersion(ctx)
+	if err != nil {
+		return err
+	}
+	if s.cluster != "" && applied == 0 {
+		if fresh, err := s.noTables(ctx); err != nil {
+			return err
+		} else if fresh {
+			return s.createFolded(ctx, p, migrations)
+		}
+	}
+	for _, m := range migrations {
 		if m.Version <= applied {
 			continue
 		}
 		for _, stmt := range m.Statements {
-			if err := s.conn.Exec(ctx, stmt, nil); err != nil {
+			if err := s.exec(ctx, stmt); err != nil {
 				return fmt.Errorf("apply migration %s: %w", m.Name, err)
 			}
 		}
-		err := insertOne(ctx, s, &migrationsTable, migrationRow{version: uint32(m.Version), name: m.Name, appliedNs: uint64(time.Now().UnixNano())})
-		if err != nil {
-			return fmt.Errorf("record migration %s: %w", m.Name, err)
+		if err := s.record(ctx, m); err != nil {
+			return err
 		}
 	}
+	if s.cluster != "" {
+		return s.waitForRecords(ctx)
+	}
 	return nil
+}
+
+// record records migration m as applied.
+func (s *Store) record(ctx context.Context, m chschema.Migration) error {
+	row := migrationRow{version: uint32(m.Version), name: m.Name, appliedNs: uint64(time.Now().UnixNano())}
+	if s.cluster != "" {
+		// The record must be the same bytes whoever writes it, for the
+		// replicated table's block deduplication to keep one of two
+		// stores' records: it carries no time on a cluster
+		// (system.part_log and the DDL queue in ZooKeeper have it).
+		row.appliedNs = 0
+	}
+	if err := insertOne(ctx, s, &migrationsTable, row); err != nil {
+		return fmt.Errorf("record migration %s: %w", m.Name, err)
+	}
+	return nil
+}
+
+// noTables reports whether the database holds none of budgetd's tables
+// (schema_migrations aside) on the host the store is connected to; ON
+// CLUSTER statements create a table on every host or on none.
+func (s *Store) noTables(ctx context.Context) (bool, error) {
+	var n uint64
+	err := s.queryOne(ctx, "SELECT count() FROM system.tables WHERE database = {db:String} AND name != 'schema_migrations'",
+		Params{P("db", s.db)}, &n)
+	if err != nil {
+		return false, fmt.Errorf("list the tables of %s: %w", s.db, err)
+	}
+	return n == 0, nil
+}
+
+// createFolded creates a new database's schema on a cluster with every
+// added column in its table's CREATE (chschema.Folded), then records every
+// migration. A store that opens the database meanwhile finds tables, and
+// migrates one migration at a time over them, which changes nothing: each
+// table and column is there.
+func (s *Store) createFolded(ctx context.Context, p chschema.DDLParams, migrations []chschema.Migration) error {
+	for _, stmt := range chschema.Folded(p, migrations) {
+		if err := s.exec(ctx, stmt); err != nil {
+			return fmt.Errorf("create the schema of %s: %w", s.db, err)
+		}
+	}
+	for _, m := range migrations {
+		if err := s.record(ctx, m); err != nil {
+			return err
+		}
+	}
+	return s.waitForRecords(ctx)
+}
+
+// waitForRecords waits until this host's replica of schema_migrations
+// shows every version: a record another store wrote first through another
+// host drops this store's identical one, and arrives here when this
+// replica fetches it, a moment later. Until then SchemaVersion would call
+// the schema behind (readyz, the start log).
+func (s *Store) waitForRecords(ctx context.Context) error {
+	for {
+		applied, err := s.appliedVersion(ctx)
+		if err != nil {
+			return err
+		}
+		if applied >= s.known {
+			return nil
+		}
+		select {
+		case <-time.After(50 * time.Millisecond):
+		case <-ctx.Done():
+			return fmt.Errorf("wait for this host's replica of %s.schema_migrations to show version %d (it shows %d): %w", s.db, s.known, applied, ctx.Err())
+		}
+	}
+}
+
+// exec runs one DDL statement; on a cluster, through applyOnCluster.
+func (s *Store) exec(ctx context.Context, stmt string) error {
+	if s.cluster == "" {
+		return s.conn.Exec(ctx, stmt, nil)
+	}
+	return s.applyOnCluster(ctx, stmt)
+}
+
+// ddlPending says what an ON CLUSTER statement that timed out means.
+const ddlPending = " (is every host of remote_servers up?); it stays queued for the hosts that have not run it," +
+	" and a start when they are back finishes the migration"
+
+// applyOnCluster runs an ON CLUSTER statement, which ClickHouse queues in
+// ZooKeeper and every host of the cluster runs; the call returns when all
+// have, or fails after the server's distributed_ddl_task_timeout (180 s by
+// default) when one has not — a host that is down runs the statement from
+// the queue when it is back.
+//
+// ClickHouse 18.16 has no ADD COLUMN IF NOT EXISTS: a column another store
+// added first (two stores migrating at once, or a host that ran the queued
+// statement before a crash kept it from being recorded) fails with "column
+// with this name already exists" on the hosts that have it, after the
+// others have added it, so that error means the column is there
+// everywhere.
+func (s *Store) applyOnCluster(ctx context.Context, stmt string) error {
+	err := s.conn.Exec(ctx, stmt, nil)
+	switch {
+	case err == nil:
+		return nil
+	case strings.Contains(stmt, " ADD COLUMN ") && strings.Contains(err.Error(), "column with this name already exists"):
+		return nil
+	case strings.Contains(err.Error(), "distributed_ddl_task_timeout"):
+		return fmt.Errorf("run on cluster %s: not every host ran the statement within the server's distributed_ddl_task_timeout%s: %w",
+			s.cluster, ddlPending, err)
+	case ctx.Err() != nil:
+		return fmt.Errorf("run on cluster %s: not every host ran the statement before the deadline%s: %w", s.cluster, ddlPending, wrapCtx(ctx, err))
+	}
+	return fmt.Errorf("run on cluster %s: %w", s.cluster, err)
 }
 
 func (s *Store) appliedVersion(ctx context.Context) (int, error) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/url"
 	"regexp"
@@ -28,6 +29,11 @@ type Config struct {
 	TTLDays     int           `yaml:"-"`            // set from store.retention_days
 	DialTimeout time.Duration `yaml:"dial_timeout"` // default 5s
 	MaxConns    int           `yaml:"max_conns"`    // default 8
+	// Cluster names a cluster of the server's remote_servers: budgetd then
+	// creates its schema ON CLUSTER as replicated local tables under
+	// Distributed ones sharded by trace id, and writes and reads through
+	// the Distributed tables (docs/scale-out.md). Empty: one server.
+	Cluster string `yaml:"cluster"`
 }
 
 // DefaultConfig returns the defaults for a local server.
@@ -41,7 +47,7 @@ func Open(ctx context.Context, cfg Config) (*chsql.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := chsql.Open(ctx, c, chsql.Config{Database: database, TTLDays: cfg.TTLDays})
+	s, err := chsql.Open(ctx, c, chsql.Config{Database: database, TTLDays: cfg.TTLDays, Cluster: cfg.Cluster})
 	if err != nil {
 		_ = c.Close()
 		return nil, err
@@ -87,11 +93,35 @@ func Connect(cfg Config) (*Conn, string, error) {
 		opts.MaxOpenConns = 8
 	}
 	opts.MaxIdleConns = opts.MaxOpenConns
+	if cfg.Cluster != "" {
+		if !chschema.ValidIdentifier(cfg.Cluster) {
+			return nil, "", fmt.Errorf("parse store.clickhouse.cluster: %q is not a plain identifier", cfg.Cluster)
+		}
+		if opts.Settings == nil {
+			opts.Settings = ch.Settings{}
+		}
+		maps.Copy(opts.Settings, clusterSettings)
+	}
 	db, err := ch.Open(opts)
 	if err != nil {
 		return nil, "", fmt.Errorf("open clickhouse: %w", err)
 	}
 	return &Conn{db: db}, database, nil
+}
+
+// clusterSettings are the session settings of a store on a cluster.
+var clusterSettings = ch.Settings{
+	// An INSERT into a Distributed table returns once every shard's
+	// replica has stored its rows, not when they are queued on the host
+	// that took the insert: an acknowledged write is on its shard, a
+	// failed one is reported to the writer (which retries under the same
+	// token), and a retried block reaches the same shard, whose replicated
+	// table drops it as a duplicate. The setting's newer name is
+	// distributed_foreground_insert; current servers keep this one as an
+	// alias. (Only numeric settings can be sent to 18.16 by
+	// clickhouse-go; string ones such as load_balancing belong in the
+	// server's profile for budgetd's user: docs/scale-out.md.)
+	"insert_distributed_sync": 1,
 }
 
 // redact hides a DSN's password in error messages.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/budgetd/budgetd/store/chschema"
 	"github.com/budgetd/budgetd/store/chsql"
 	"github.com/budgetd/budgetd/store/clickhouse"
 	"github.com/budgetd/budgetd/store/embedded"
@@ -60,6 +61,9 @@ func (c Config) Validate() error {
 		}
 		if c.ClickHouse.MaxConns <= 0 {
 			return errors.New("store.clickhouse.max_conns must be > 0")
+		}
+		if c.ClickHouse.Cluster != "" && !chschema.ValidIdentifier(c.ClickHouse.Cluster) {
+			return fmt.Errorf("store.clickhouse.cluster must be a plain identifier ([A-Za-z_][A-Za-z0-9_]*), not %q", c.ClickHouse.Cluster)
 		}
 	default:
 		return fmt.Errorf("store.engine must be %q or %q, not %q", Embedded, ClickHouse, c.Engine)

@@ -21,10 +21,13 @@ import (
 
 // Server is one running clickhouse-server.
 type Server struct {
-	dir      string
-	binary   string
-	tcpPort  int
-	httpPort int
+	dir             string
+	binary          string
+	tcpPort         int
+	httpPort        int
+	interserverPort int    // replicas fetch parts from each other here (clusters only)
+	extraConfig     string // elements added to config.xml (WriteConfig)
+	extraProfile    string // settings added to the default profile (WriteConfig)
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -60,38 +63,47 @@ func Start(t testing.TB) *Server {
 // StartIn starts a server with its data in dir, for programs that are not
 // tests (the benchmark harness). The caller stops it.
 func StartIn(dir string) (*Server, error) {
-	bin, err := Binary()
-	if err != nil {
-		return nil, err
-	}
-	s := &Server{dir: dir, binary: bin}
 	// A port found free can be taken by another test's process before the
 	// server binds it: then the server exits, and it is started again on
 	// other ports.
 	for attempt := 1; ; attempt++ {
-		if s.tcpPort, err = freePort(); err != nil {
+		s, err := New(dir)
+		if err != nil {
 			return nil, err
 		}
-		if s.httpPort, err = freePort(); err != nil {
+		if err := s.WriteConfig("", ""); err != nil {
 			return nil, err
 		}
-		if err := s.writeConfig(); err != nil {
-			return nil, err
-		}
-		_ = os.Remove(filepath.Join(dir, "log", "error.log")) // an earlier attempt's
 		err = s.Start()
 		if err == nil {
 			return s, nil
 		}
-		if !errors.Is(err, errPortTaken) || attempt == 3 {
+		if !errors.Is(err, ErrPortTaken) || attempt == 3 {
 			return nil, err
 		}
 	}
 }
 
-// errPortTaken is a server that exited because a port it was given was in
-// use.
-var errPortTaken = errors.New("a port was in use")
+// New prepares a server with its data in dir on free loopback ports,
+// without writing its configuration or starting it: a cluster's servers
+// must all know each other's ports before any configuration is written.
+func New(dir string) (*Server, error) {
+	bin, err := Binary()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{dir: dir, binary: bin}
+	for _, port := range []*int{&s.tcpPort, &s.httpPort, &s.interserverPort} {
+		if *port, err = FreePort(); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// ErrPortTaken is a server that exited because a port it was given was in
+// use: start it again on other ports.
+var ErrPortTaken = errors.New("a port was in use")
 
 // PID returns the server process id (0 when stopped), for resource figures.
 func (s *Server) PID() int {
@@ -102,6 +114,14 @@ func (s *Server) PID() int {
 	}
 	return s.cmd.Process.Pid
 }
+
+// InterserverPort is the port of the server's interserver_http_port,
+// written into its configuration only when a cluster's extra configuration
+// names it.
+func (s *Server) InterserverPort() int { return s.interserverPort }
+
+// Dir is the server's directory: its configuration, data and logs.
+func (s *Server) Dir() string { return s.dir }
 
 // DSN returns the clickhouse:// address of the server with database db.
 func (s *Server) DSN(db string) string {
@@ -155,7 +175,7 @@ func (s *Server) Start() error {
 			errLog, _ := os.ReadFile(filepath.Join(s.dir, "log", "error.log"))
 			err = fmt.Errorf("clickhouse-server exited before accepting connections: %v\n%s\nerror.log:\n%s", err, tail(log, 2000), tail(errLog, 4000))
 			if bytes.Contains(errLog, []byte("Address already in use")) {
-				err = fmt.Errorf("%w: %w", errPortTaken, err)
+				err = fmt.Errorf("%w: %w", ErrPortTaken, err)
 			}
 			return err
 		case <-ctx.Done():
@@ -175,15 +195,22 @@ func (s *Server) Stop() error {
 	if s.cmd == nil {
 		return nil
 	}
-	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-s.waitCh:
-	case <-time.After(10 * time.Second):
-		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-		<-s.waitCh
-	}
+	StopGroup(s.cmd, s.waitCh)
 	s.cmd = nil
 	return nil
+}
+
+// StopGroup stops a server started in a process group of its own
+// (Setpgid) — SIGTERM to the group, SIGKILL after 10 s — and waits until
+// exited, which receives the process's Wait, has reported its end.
+func StopGroup(cmd *exec.Cmd, exited <-chan error) {
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
+	}
 }
 
 func tail(b []byte, n int) []byte {
@@ -193,8 +220,8 @@ func tail(b []byte, n int) []byte {
 	return b
 }
 
-// freePort asks the kernel for a free loopback port.
-func freePort() (int, error) {
+// FreePort asks the kernel for a free loopback port.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("find free port: %w", err)
@@ -203,7 +230,13 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-func (s *Server) writeConfig() error {
+// WriteConfig writes the server's config.xml and users.xml: a single
+// server on its loopback ports, plus extra, XML elements placed inside the
+// root element (a cluster's zookeeper, macros, remote_servers, …), and
+// profile, settings elements added to the default user's profile.
+func (s *Server) WriteConfig(extra, profile string) error {
+	s.extraConfig, s.extraProfile = extra, profile
+	_ = os.Remove(filepath.Join(s.dir, "log", "error.log")) // an earlier attempt's
 	for _, d := range []string{"data", "tmp", "user_files", "log", "format_schemas"} {
 		if err := os.MkdirAll(filepath.Join(s.dir, d), 0o750); err != nil {
 			return err
@@ -228,14 +261,14 @@ func (s *Server) writeConfig() error {
     <default_database>default</default_database>
     <mark_cache_size>268435456</mark_cache_size>
     <max_concurrent_queries>100</max_concurrent_queries>
-</yandex>
-`, s.dir, s.tcpPort, s.httpPort)
+%[4]s</yandex>
+`, s.dir, s.tcpPort, s.httpPort, s.extraConfig)
 	users := `<yandex>
     <profiles>
         <default>
             <max_memory_usage>4000000000</max_memory_usage>
             <allow_experimental_low_cardinality_type>1</allow_experimental_low_cardinality_type>
-        </default>
+` + s.extraProfile + `        </default>
     </profiles>
     <users>
         <default>
