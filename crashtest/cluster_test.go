@@ -29,7 +29,7 @@ import (
 	"github.com/budgetd/budgetd/schema"
 	"github.com/budgetd/budgetd/sim"
 	"github.com/budgetd/budgetd/store/chsql"
-	"github.com/budgetd/budgetd/store/clickhouse/clickhousetest"
+	"github.com/budgetd/budgetd/store/clickhouse/clustertest"
 	"github.com/budgetd/budgetd/store/engine"
 )
 
@@ -38,9 +38,10 @@ import (
 const otelcolLBPath = ".cache/otelcol/otelcol-budgetd-lb"
 
 // clusterScenarios are the simulator's scenarios the scale-out test sends:
-// a chain with every kind of trouble, and a healthy one that must stay
-// clean when its traces are spread over replicas.
-var clusterScenarios = []string{"seed000_independent", "seed002_chain", "healthy"}
+// a chain with every kind of trouble, the same chain spending one
+// propagated deadline, and healthy ones, which must stay as clean spread
+// over replicas as on one node.
+var clusterScenarios = []string{"seed000_independent", "seed000_deadline", "seed002_chain", "healthy"}
 
 // recorder is an OTLP/gRPC trace receiver that keeps what it is sent. The
 // simulator exports to it once; the test then sends exactly those spans
@@ -264,16 +265,22 @@ func metricSum(t testing.TB, name string, apis ...string) float64 {
 }
 
 // TestClusterReplicas is DESIGN §7 on this machine: two `budgetd serve`
-// replicas, each with its own write-ahead log, share one ClickHouse store
-// behind a Collector whose loadbalancing exporter routes by trace id.
+// replicas, each with its own write-ahead log, share a ClickHouse cluster
+// (ZooKeeper and 2 shards × 2 replicas of Debian's 18.16 server, schema ON
+// CLUSTER) behind a Collector whose loadbalancing exporter routes by trace
+// id (deploy/collector/loadbalancing.yaml).
 //   - The simulator's scenarios, sent through it, give the per-trace
 //     findings a single node gives for the same spans (the offline
-//     analysis, whose findings streaming reproduces id for id), and both
-//     replicas' APIs serve the same findings, edges and problems.
-//   - Under load, one replica is killed with SIGKILL and restarted: the
-//     Collector holds what it cannot deliver and retries, the replica's
-//     log drains on restart, and every span the Collector acknowledged is
-//     stored exactly once.
+//     analysis, whose findings streaming reproduces id for id), every
+//     trace judged by one replica, and both replicas' APIs serve the same
+//     findings, edges, paths and problems.
+//   - Under load, one replica is killed with SIGKILL and restarted twice,
+//     then the ClickHouse server the replicas are connected to (one
+//     replica of a shard) is stopped and started again: ingest goes on,
+//     the Collector holds what it cannot deliver and retries, the killed
+//     replica's log drains on restart, every span the Collector
+//     acknowledged is stored exactly once, and no finding appears that the
+//     scenarios did not have.
 func TestClusterReplicas(t *testing.T) {
 	requests := recordScenarios(t, clusterScenarios)
 	spans := spansOf(t, requests)
@@ -290,7 +297,7 @@ func TestClusterReplicas(t *testing.T) {
 	var replicas []*budgetd
 	var backends, apis []string
 	for i := range 2 {
-		b := newBudgetd(t, bin, budgetdOptions{dsn: cl.dsn, extra: clusterReplicaConfig})
+		b := newBudgetd(t, bin, budgetdOptions{store: cl.storeConfig(), extra: clusterReplicaConfig})
 		b.start(t)
 		replicas = append(replicas, b)
 		backends, apis = append(backends, b.grpc), append(apis, b.api)
@@ -315,6 +322,8 @@ func TestClusterReplicas(t *testing.T) {
 	// Every trace was assembled and judged by one replica, none in parts
 	// on two.
 	require.EqualValues(t, len(traces), analysed(), "traces analysed across the replicas, re-analyses left out")
+	t.Logf("%d spans in %d traces of %d scenarios; traces re-opened by late spans: %v", len(spans), len(traces), len(clusterScenarios),
+		metricSum(t, "budgetd_analysis_reopened_traces_total", apis...))
 
 	// The analysis counters move before its results are written: wait for
 	// the findings themselves, and say what differs when they never match.
@@ -360,7 +369,19 @@ func TestClusterReplicas(t *testing.T) {
 		replicas[1].proc.kill()
 		replicas[1].start(t)
 	}
+	// One ClickHouse replica of a shard stops: the first host of every
+	// replica's DSN, the one they are connected to. Ingest goes on (the
+	// shard's other replica takes its writes), and the stopped replica
+	// catches up from ZooKeeper's log when it is back.
+	down := cl.Servers()[0]
+	require.NoError(t, down.Stop())
 	before := s.ackedCount()
+	storedBefore := metricSum(t, "budgetd_wal_stored_spans_total", apis...)
+	waitUntil(t, "acknowledged and stored spans with a ClickHouse replica down", time.Minute, nil, func() bool {
+		return s.ackedCount() > before+1000 && metricSum(t, "budgetd_wal_stored_spans_total", apis...) > storedBefore+1000
+	})
+	require.NoError(t, down.Start())
+	before = s.ackedCount()
 	waitUntil(t, "acknowledgements after the restarts", 30*time.Second, nil, func() bool { return s.ackedCount() > before+500 })
 	cancel()
 	wait()
@@ -386,7 +407,7 @@ func TestClusterReplicas(t *testing.T) {
 	stored := storedSpans(t, st)
 	v := compare(s.acked, stored)
 	v.sent = s.sent
-	t.Logf("replica killed twice under load: spans sent %d, acknowledged %d, stored %d (rows %d), lost %d, duplicates %d; sender errors %v",
+	t.Logf("replica killed twice and a ClickHouse replica stopped under load: spans sent %d, acknowledged %d, stored %d (rows %d), lost %d, duplicates %d; sender errors %v",
 		v.sent, v.acked, v.stored, v.storedRows, v.lost, v.duplicates, s.refused)
 	require.Zero(t, v.lost, "acknowledged spans missing from the store")
 	requireNoDuplicates(t, v.duplicates)
@@ -396,37 +417,54 @@ func TestClusterReplicas(t *testing.T) {
 }
 
 // clusterReplicaConfig is what the replicas add to the crash tests'
-// configuration: traces judged soon after their last span and edges every
-// second, so the test need not wait minutes, and every finding stored in
-// full so the served ids can be compared with a single node's.
+// configuration: traces judged a few seconds after their last span and
+// edges every second, so the test need not wait minutes, and every finding
+// stored in full so the served ids can be compared with a single node's.
+// The idle period must outlast the gaps between a trace's spans reaching
+// the analysis, which follows the synchronous cluster inserts: a trace
+// judged in parts adds the samples of its first, partial analysis to the
+// edge statistics (a call whose server span has not arrived counts on an
+// edge to the peer address), which a single node given whole traces never
+// sees. At 500 ms that made a latency_inversion on "order → 127.0.0.1".
 const clusterReplicaConfig = `analyze:
   assembly:
-    idle: 500ms
+    idle: 3s
   tick: 100ms
   edge_findings_every: 1s
 problems:
   examples_per_interval: 1000000
 `
 
-// clusterStore is the ClickHouse store the replicas share.
+// clusterStore is the ClickHouse cluster the replicas share.
 type clusterStore struct {
-	dsn  string
-	open func(t testing.TB) *chsql.Store
+	*clustertest.Cluster
+	dsn string
 }
 
-// startClusterStore starts the store the replicas share: one ClickHouse
-// server.
+// clusterShards and clusterReplicas shape the test's ClickHouse cluster:
+// the issue's 2 shards × 2 replicas.
+const clusterShards, clusterReplicas = 2, 2
+
+// startClusterStore starts ZooKeeper and a ClickHouse cluster of Debian's
+// 18.16 servers on loopback ports, stopped when the test ends.
 func startClusterStore(t *testing.T) clusterStore {
 	t.Helper()
-	srv := clickhousetest.Start(t)
-	dsn := srv.DSN("replicas")
-	return clusterStore{dsn: dsn, open: func(t testing.TB) *chsql.Store {
-		t.Helper()
-		cfg := engine.DefaultConfig()
-		cfg.Engine, cfg.ClickHouse.DSN = engine.ClickHouse, dsn
-		st, err := engine.Open(context.Background(), cfg)
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = st.Close() })
-		return st
-	}}
+	c := clustertest.Start(t, clusterShards, clusterReplicas)
+	return clusterStore{Cluster: c, dsn: c.DSN("replicas")}
+}
+
+// storeConfig is the store section the replicas run with.
+func (c clusterStore) storeConfig() string {
+	return fmt.Sprintf("  engine: clickhouse\n  clickhouse:\n    dsn: %s\n    cluster: %s\n", c.dsn, clustertest.Name)
+}
+
+// open opens the cluster's store as the replicas do.
+func (c clusterStore) open(t testing.TB) *chsql.Store {
+	t.Helper()
+	cfg := engine.DefaultConfig()
+	cfg.Engine, cfg.ClickHouse.DSN, cfg.ClickHouse.Cluster = engine.ClickHouse, c.dsn, clustertest.Name
+	st, err := engine.Open(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	return st
 }

@@ -150,6 +150,9 @@ type budgetd struct {
 type budgetdOptions struct {
 	// dsn selects the ClickHouse engine; "" is the embedded one.
 	dsn string
+	// store, when set, is the whole store section (indented by two
+	// spaces), and dsn is ignored.
+	store string
 	// walMaxBytes caps the log; 0 keeps the default.
 	walMaxBytes int64
 	// ingest is more of the ingest section, indented by two spaces;
@@ -167,6 +170,9 @@ func newBudgetd(t testing.TB, bin string, o budgetdOptions) *budgetd {
 	storeCfg := fmt.Sprintf("  engine: embedded\n  embedded:\n    data_dir: %s\n", b.dataDir)
 	if o.dsn != "" {
 		storeCfg = fmt.Sprintf("  engine: clickhouse\n  clickhouse:\n    dsn: %s\n", o.dsn)
+	}
+	if o.store != "" {
+		storeCfg = o.store
 	}
 	walCfg := fmt.Sprintf("      dir: %s\n      flush_interval: 50ms\n", filepath.Join(dir, "wal"))
 	if o.walMaxBytes > 0 {
