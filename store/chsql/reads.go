@@ -340,16 +340,24 @@ func (s *Store) Findings(ctx context.Context, q store.FindingQuery) (store.Findi
 	add("(service = {service:String} OR caller_service = {service:String} OR callee_service = {service:String})", "service", q.Service)
 	add("path = {path:String}", "path", q.Path)
 	add("trace_id = {trace_id:String}", "trace_id", q.TraceID)
+	// A finding written again (an edge's verdict restated, a trace
+	// analysed again) has several rows under one id; a page shows its
+	// newest. The cursor applies after that choice: applied before it, the
+	// next page would find the older rows below the cursor and show the
+	// finding a second time.
+	cols := findingsTable.columnList()
+	newest := "(SELECT " + cols + " FROM " + s.currentFindings(strings.Join(where, " AND "), dedup) +
+		" ORDER BY detected_ns DESC, id DESC LIMIT 1 BY id)"
+	after := ""
 	if q.Cursor != "" {
 		ns, id, err := decodeCursor(q.Cursor)
 		if err != nil {
 			return store.FindingPage{}, err
 		}
-		where = append(where, "(detected_ns < {cns:UInt64} OR (detected_ns = {cns:UInt64} AND id < {cid:String}))")
+		after = " WHERE detected_ns < {cns:UInt64} OR (detected_ns = {cns:UInt64} AND id < {cid:String})"
 		params = append(params, P("cns", ns), P("cid", id))
 	}
-	query := "SELECT " + findingsTable.columnList() + " FROM " + s.currentFindings(strings.Join(where, " AND "), dedup) +
-		" ORDER BY detected_ns DESC, id DESC LIMIT 1 BY id LIMIT " + strconv.Itoa(limit+1)
+	query := "SELECT " + cols + " FROM " + newest + after + " ORDER BY detected_ns DESC, id DESC LIMIT " + strconv.Itoa(limit+1)
 	rows, err := s.conn.Query(ctx, query, params)
 	if err != nil {
 		return store.FindingPage{}, wrapCtx(ctx, fmt.Errorf("read findings: %w", err))

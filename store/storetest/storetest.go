@@ -401,6 +401,36 @@ func testFindingFilters(t *testing.T, h Harness) {
 		_, err := s.Findings(ctx, store.FindingQuery{Cursor: "not a cursor!"})
 		require.ErrorIs(t, err, store.ErrBadCursor)
 	})
+	// An edge's verdict is restated with a later time while its older row
+	// is still stored: the first page shows its newest row, and the older
+	// one, below the first page's cursor, must not show it again.
+	t.Run("a finding written again is on one page", func(t *testing.T) {
+		edge := schema.Finding{ID: "edge-verdict", Kind: schema.KindLatencyInversion, Severity: schema.SeverityWarning,
+			Service: "gateway", CallerService: "gateway", CalleeService: "db", Path: "gateway:GET / > db:query",
+			DetectedAt: base.Add(-time.Hour), Evidence: map[string]float64{"p99_ms": 900}, Message: "m"}
+		require.NoError(t, s.WriteFindings(ctx, "edge-1", []schema.Finding{edge}))
+		edge.DetectedAt, edge.Evidence = base.Add(time.Hour), map[string]float64{"p99_ms": 950}
+		require.NoError(t, s.WriteFindings(ctx, "edge-2", []schema.Finding{edge}))
+		seen := map[string]int{}
+		q := store.FindingQuery{Limit: 10}
+		var first schema.Finding
+		for {
+			page, err := s.Findings(ctx, q)
+			require.NoError(t, err)
+			for _, f := range page.Findings {
+				if seen[f.ID]++; f.ID == edge.ID && seen[f.ID] == 1 {
+					first = f
+				}
+			}
+			if page.Next == "" {
+				break
+			}
+			q.Cursor = page.Next
+		}
+		require.Equal(t, 1, seen[edge.ID], "the restated finding is shown once")
+		require.Len(t, seen, len(all)+1)
+		require.Equal(t, 950.0, first.Evidence["p99_ms"], "as its newest row")
+	})
 }
 
 func testDedup(t *testing.T, h Harness) {
