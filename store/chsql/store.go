@@ -232,7 +232,10 @@ func (s *Store) applyOnCluster(ctx context.Context, stmt string) error {
 	case strings.Contains(err.Error(), "distributed_ddl_task_timeout"):
 		return fmt.Errorf("run on cluster %s: not every host ran the statement within the server's distributed_ddl_task_timeout%s: %w",
 			s.cluster, ddlPending, err)
-	case ctx.Err() != nil:
+	// The driver's socket deadline is the context's, and under load it can
+	// fire (and the driver report DeadlineExceeded) a moment before the
+	// context itself is done.
+	case ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("run on cluster %s: not every host ran the statement before the deadline%s: %w", s.cluster, ddlPending, wrapCtx(ctx, err))
 	}
 	return fmt.Errorf("run on cluster %s: %w", s.cluster, err)
