@@ -72,9 +72,6 @@ type Settings struct {
 	// Problems bounds the findings stored in full per problem and
 	// interval; nil takes problems.DefaultConfig.
 	Problems *problems.Config
-	// Replica names this process among the replicas sharing the store,
-	// in the edge states it writes; "" takes a random name.
-	Replica string
 }
 
 // Pipeline is the streaming analysis. Spans may be called from any
@@ -107,7 +104,10 @@ type Pipeline struct {
 	// problems' trend interval, their stats' unit.
 	examples *examples
 	interval time.Duration
-	// replica names this process in the edge states it shares.
+	// replica names this process in the edge states it shares: random per
+	// process, so a restarted replica merges its predecessor's states as
+	// another's until they are stale (three evaluations), and they hold
+	// the samples its memory lost.
 	replica string
 
 	stop chan struct{}
@@ -132,11 +132,9 @@ func New(cfg Config, set Settings) (*Pipeline, error) {
 		pcfg = *set.Problems
 	}
 	p.examples, p.interval = newExamples(pcfg), pcfg.TrendInterval
-	if p.replica = set.Replica; p.replica == "" {
-		var err error
-		if p.replica, err = newToken(); err != nil {
-			return nil, err
-		}
+	var err error
+	if p.replica, err = newToken(); err != nil {
+		return nil, err
 	}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
