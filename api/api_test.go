@@ -77,6 +77,11 @@ func loadFixtures(t *testing.T, st store.Store) loaded {
 		var findings []schema.Finding
 		for _, ts := range byTrace {
 			res := a.Trace(schema.NewTrace(ts), detectedAt)
+			// Stamped as the pipeline does: the trace view reads a
+			// trace's findings within its hops' analysis times.
+			for j := range res.Hops {
+				res.Hops[j].AnalyzedNs = uint64(detectedAt.UnixNano())
+			}
 			hops = append(hops, res.Hops...)
 			findings = append(findings, res.Findings...)
 		}

@@ -372,7 +372,7 @@ func (s *Server) trace(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	page, err := s.store.Findings(ctx, store.FindingQuery{TraceID: id.String(), Limit: store.MaxPageSize})
+	page, err := s.store.Findings(ctx, store.FindingQuery{TraceID: id.String(), Window: store.AnalysisWindow(hops), Limit: store.MaxPageSize})
 	if err != nil {
 		s.writeError(c, err)
 		return

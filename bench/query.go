@@ -14,14 +14,6 @@ import (
 	"github.com/budgetd/budgetd/store/storetest"
 )
 
-// QueryResult is what the query benchmark measured on one engine.
-type QueryResult struct {
-	Spans        int
-	LoadTime     time.Duration
-	BytesPerSpan float64
-	Latency      map[string][2]time.Duration // query → median, p99
-}
-
 // Fill writes total spans (10-span traces, analysed: hops and findings too)
 // into st in batches, the way budgetd serve would have stored them.
 func Fill(ctx context.Context, st *chsql.Store, total, batch int) error {
@@ -38,6 +30,9 @@ func Fill(ctx context.Context, st *chsql.Store, total, batch int) error {
 		var findings []schema.Finding
 		for _, ts := range byTrace {
 			r := a.Trace(schema.NewTrace(ts), now)
+			for i := range r.Hops {
+				r.Hops[i].AnalyzedNs = uint64(now.UnixNano()) // as the pipeline stamps them
+			}
 			hops = append(hops, r.Hops...)
 			findings = append(findings, r.Findings...)
 		}
@@ -73,6 +68,20 @@ func Queries(ctx context.Context, st *chsql.Store, runs int) (map[string][2]time
 			_, _, err := st.Trace(ctx, spans[rand.IntN(len(spans))].TraceID, store.TraceLimits{})
 			return err
 		},
+		// What the API's trace page reads (GET /api/v1/traces/{id}): the
+		// spans, the trace's hops and its findings.
+		"trace view": func() error {
+			id := spans[rand.IntN(len(spans))].TraceID
+			if _, _, err := st.Trace(ctx, id, store.TraceLimits{}); err != nil {
+				return err
+			}
+			hops, err := st.TraceHops(ctx, id)
+			if err != nil {
+				return err
+			}
+			_, err = st.Findings(ctx, store.FindingQuery{TraceID: id.String(), Window: store.AnalysisWindow(hops), Limit: store.MaxPageSize})
+			return err
+		},
 		"findings first page": func() error {
 			_, err := st.Findings(ctx, store.FindingQuery{Limit: 100})
 			return err
@@ -102,10 +111,22 @@ func Queries(ctx context.Context, st *chsql.Store, runs int) (map[string][2]time
 	return out, nil
 }
 
-// BytesPerSpan reads the compressed size of the spans table and its trace
-// lookup from system.parts.
-func BytesPerSpan(ctx context.Context, st *chsql.Store) (float64, error) {
-	rows, err := st.Conn().Query(ctx, "SELECT toUInt64(sum(bytes_on_disk)) FROM system.parts WHERE active AND database = {db:String} AND table IN ('spans', 'trace_index')",
+// BytesPerSpan reads the compressed size of the tables from system.parts,
+// per stored span: the spans table and its trace lookup (what a trace
+// backend stores), and everything budgetd stores (its analysis too).
+func BytesPerSpan(ctx context.Context, st *chsql.Store) (spans, all float64, err error) {
+	spans, err = tableBytesPerSpan(ctx, st, "table IN ('spans', 'trace_index')")
+	if err != nil {
+		return 0, 0, err
+	}
+	all, err = tableBytesPerSpan(ctx, st, "1")
+	return spans, all, err
+}
+
+// tableBytesPerSpan is the compressed size of the tables that match cond,
+// over the stored spans.
+func tableBytesPerSpan(ctx context.Context, st *chsql.Store, cond string) (float64, error) {
+	rows, err := st.Conn().Query(ctx, "SELECT toUInt64(sum(bytes_on_disk)) FROM system.parts WHERE active AND database = {db:String} AND "+cond,
 		chsql.Params{chsql.P("db", st.Database())})
 	if err != nil {
 		return 0, err

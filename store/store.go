@@ -122,6 +122,28 @@ func (w Window) Until() uint64 {
 	return w.UntilNs
 }
 
+// AnalysisWindow is the window of the analyses that wrote a trace's hops.
+// The analysis that writes a trace's hops detects its findings and stamps
+// both with one time (Hop.AnalyzedNs, Finding.DetectedAt), so a findings
+// read of the trace in this window finds every finding of its current
+// analysis while skipping the rest of the table, which is ordered by
+// detection time. With no hops, or hops of offline analysis (no time), the
+// window is unbounded.
+func AnalysisWindow(hops []schema.Hop) Window {
+	var w Window
+	for i := range hops {
+		at := hops[i].AnalyzedNs
+		if at == 0 {
+			return Window{}
+		}
+		if w.SinceNs == 0 || at < w.SinceNs {
+			w.SinceNs = at
+		}
+		w.UntilNs = max(w.UntilNs, at)
+	}
+	return w
+}
+
 // FindingQuery filters and pages findings. Empty fields do not filter.
 type FindingQuery struct {
 	Kind     schema.Kind

@@ -51,6 +51,7 @@ func Run(t *testing.T, h Harness) {
 		{"every span column round-trips", testSpanRoundTrip},
 		{"hops and findings round-trip", testHopFindingRoundTrip},
 		{"trace not found", testTraceNotFound},
+		{"a stored trace's hops among other traces' hops", testTraceHopsOfStoredTrace},
 		{"findings filters, bounds and paging", testFindingFilters},
 		{"same dedup token stored once", testDedup},
 		{"a batch over 101 days is stored whole", testManyDays},
@@ -305,6 +306,48 @@ func testHopFindingRoundTrip(t *testing.T, h Harness) {
 	require.NoError(t, err)
 	require.Equal(t, []schema.Finding{edge, f}, page.Findings, "newest first, every field intact")
 	require.Empty(t, page.Next)
+}
+
+// testTraceHopsOfStoredTrace: TraceHops bounds its read with the trace's
+// time range when its spans are indexed; the hops of traces before, after
+// and overlapping it on the same path stay out, and its own are all there,
+// the first at the trace's first instant and the last at its last start.
+func testTraceHopsOfStoredTrace(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	ctx := ctxT(t)
+	const base = uint64(1_700_000_000_000_000_000)
+	var spans []schema.Span
+	var hops []schema.Hop
+	want := map[int][]schema.Hop{}
+	for n := 1; n <= 3; n++ {
+		// Traces 1 and 3 are a second before and after trace 2; each has
+		// three spans 100 ms apart.
+		for k := range 3 {
+			start := base + uint64(n)*1_000_000_000 + uint64(k)*100_000_000
+			id := n*10 + k
+			spans = append(spans, schema.Span{TraceID: tid(n), SpanID: sid(id), Service: "order", Name: "op", Kind: schema.KindServer,
+				StartNs: start, EndNs: start + 50_000_000})
+			hop := sampleHop(n)
+			hop.SpanID, hop.StartNs = sid(id), start
+			hops = append(hops, hop)
+			want[n] = append(want[n], hop)
+		}
+	}
+	// Trace 4's hop overlaps trace 2 in time on the same path; its spans
+	// are not stored, so its hops are looked for everywhere.
+	stray := sampleHop(4)
+	stray.StartNs = base + 2_150_000_000
+	hops = append(hops, stray)
+	require.NoError(t, s.WriteSpans(ctx, "spans", spans))
+	require.NoError(t, s.WriteHops(ctx, "hops", hops))
+	for n := 1; n <= 3; n++ {
+		got, err := s.TraceHops(ctx, tid(n))
+		require.NoError(t, err)
+		require.Equal(t, want[n], got, "trace %d", n)
+	}
+	got, err := s.TraceHops(ctx, tid(4))
+	require.NoError(t, err)
+	require.Equal(t, []schema.Hop{stray}, got)
 }
 
 func testTraceNotFound(t *testing.T, h Harness) {
