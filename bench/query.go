@@ -79,6 +79,9 @@ func Queries(ctx context.Context, st *chsql.Store, runs int) (map[string][2]time
 			if err != nil {
 				return err
 			}
+			if len(hops) == 0 { // every filled trace is analysed
+				return fmt.Errorf("trace %s has no hops", id)
+			}
 			_, err = st.Findings(ctx, store.FindingQuery{TraceID: id.String(), Window: store.AnalysisWindow(hops), Limit: store.MaxPageSize})
 			return err
 		},
@@ -111,36 +114,30 @@ func Queries(ctx context.Context, st *chsql.Store, runs int) (map[string][2]time
 	return out, nil
 }
 
-// BytesPerSpan reads the compressed size of the tables from system.parts,
-// per stored span: the spans table and its trace lookup (what a trace
-// backend stores), and everything budgetd stores (its analysis too).
-func BytesPerSpan(ctx context.Context, st *chsql.Store) (spans, all float64, err error) {
-	spans, err = tableBytesPerSpan(ctx, st, "table IN ('spans', 'trace_index')")
+// BytesPerSpan is each table's compressed size on disk (active parts, from
+// system.parts) over the stored spans, by table name.
+func BytesPerSpan(ctx context.Context, st *chsql.Store) (map[string]float64, error) {
+	n, err := st.CountRows(ctx, "spans")
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
-	all, err = tableBytesPerSpan(ctx, st, "1")
-	return spans, all, err
-}
-
-// tableBytesPerSpan is the compressed size of the tables that match cond,
-// over the stored spans.
-func tableBytesPerSpan(ctx context.Context, st *chsql.Store, cond string) (float64, error) {
-	rows, err := st.Conn().Query(ctx, "SELECT toUInt64(sum(bytes_on_disk)) FROM system.parts WHERE active AND database = {db:String} AND "+cond,
+	if n == 0 {
+		return nil, fmt.Errorf("bytes per span: no spans stored")
+	}
+	rows, err := st.Conn().Query(ctx, "SELECT table, toUInt64(sum(bytes_on_disk)) FROM system.parts WHERE active AND database = {db:String} GROUP BY table",
 		chsql.Params{chsql.P("db", st.Database())})
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer rows.Close()
-	var bytes uint64
-	if rows.Next() {
-		if err := rows.Scan(&bytes); err != nil {
-			return 0, err
+	out := map[string]float64{}
+	for rows.Next() {
+		var table string
+		var bytes uint64
+		if err := rows.Scan(&table, &bytes); err != nil {
+			return nil, err
 		}
+		out[table] = float64(bytes) / float64(n)
 	}
-	n, err := st.CountRows(ctx, "spans")
-	if err != nil || n == 0 {
-		return 0, err
-	}
-	return float64(bytes) / float64(n), nil
+	return out, rows.Err()
 }

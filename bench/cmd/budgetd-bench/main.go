@@ -15,6 +15,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -533,10 +534,18 @@ func runQueries(ctx context.Context, out io.Writer, n int) error {
 			st.Close()
 			return err
 		}
-		bps, all, err := bench.BytesPerSpan(ctx, st)
+		tables, err := bench.BytesPerSpan(ctx, st)
 		st.Close()
 		if err != nil {
 			return err
+		}
+		bps, all := tables["spans"]+tables["trace_index"], 0.0
+		var byTable []string
+		for _, name := range slices.Sorted(maps.Keys(tables)) {
+			all += tables[name]
+			if tables[name] >= 0.05 {
+				byTable = append(byTable, fmt.Sprintf("%s %.1f", name, tables[name]))
+			}
 		}
 		ms := func(k string) string {
 			return fmt.Sprintf("%.1f / %.1f", float64(lat[k][0].Microseconds())/1000, float64(lat[k][1].Microseconds())/1000)
@@ -546,6 +555,7 @@ func runQueries(ctx context.Context, out io.Writer, n int) error {
 		// Also at once, so a failure on the next engine loses nothing.
 		fmt.Fprintf(out, "%s: load %.0f s, %.1f / %.1f bytes/span, trace by id %s, trace view %s, findings %s, paths %s, edges %s ms\n", e.name,
 			load.Seconds(), bps, all, ms("trace by id"), ms("trace view"), ms("findings first page"), ms("paths, 1 h"), ms("edges, 1 h"))
+		fmt.Fprintf(out, "%s: bytes per span by table: %s\n", e.name, strings.Join(byTable, ", "))
 	}
 	return tw.Flush()
 }

@@ -1,0 +1,46 @@
+package bench
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/budgetd/budgetd/store/embedded"
+)
+
+// TestQueriesOnAFilledStore runs the query mode on a small fill: every
+// query answers, the trace view finds the hops of the traces it reads, and
+// every table the fill writes has bytes on disk. On an empty store the mode
+// refuses to time reads of nothing.
+func TestQueriesOnAFilledStore(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	st, err := embedded.Open(ctx, embedded.Config{DataDir: t.TempDir(), Database: "query"})
+	require.NoError(t, err)
+	defer st.Close()
+
+	_, err = Queries(ctx, st, 1)
+	require.ErrorContains(t, err, "no spans in the window")
+	_, err = BytesPerSpan(ctx, st)
+	require.ErrorContains(t, err, "no spans stored")
+
+	require.NoError(t, Fill(ctx, st, 20_000, 10_000))
+	lat, err := Queries(ctx, st, 3)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"trace by id", "trace view", "findings first page", "paths, 1 h", "edges, 1 h"}, slices.Collect(maps.Keys(lat)))
+	for name, p := range lat {
+		require.Positive(t, p[0], name)
+		require.GreaterOrEqual(t, p[1], p[0], name)
+	}
+
+	tables, err := BytesPerSpan(ctx, st)
+	require.NoError(t, err)
+	for _, name := range []string{"spans", "trace_index", "hops", "findings"} {
+		require.Positive(t, tables[name], name)
+	}
+	t.Logf("bytes per span by table: %v", tables)
+}
