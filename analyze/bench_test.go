@@ -138,3 +138,48 @@ func BenchmarkManyFailedSiblings(b *testing.B) {
 		newView(tr, cfg)
 	}
 }
+
+// BenchmarkTraceFindings analyses 10-span traces (a root with a 10 s budget
+// calling three services, each querying its database) in which 0, 1 or all
+// 3 calls wait longer than the root has left: how detection's cost grows
+// with the findings per trace (docs/performance.md's cost model).
+func BenchmarkTraceFindings(b *testing.B) {
+	for _, inverted := range []int{0, 1, 3} {
+		b.Run("inverted_calls="+strconv.Itoa(inverted), func(b *testing.B) {
+			traces := make([]*schema.Trace, 1000)
+			for i := range traces {
+				sb := &specBuilder{}
+				root := sb.add(sp{svc: "gateway", name: "GET /page", kind: server, start: 0, attrs: attrs(rem(10000), source(schema.SourceEdge))})
+				t := 1.0
+				for c := range 3 {
+					svc := "svc" + strconv.Itoa(c)
+					timeout := 1000.0
+					if c < inverted {
+						timeout = 20000
+					}
+					cid := sb.add(sp{parent: root, svc: "gateway", name: "GET /" + svc, kind: client, start: t, end: t + 20,
+						attrs: attrs(tmo(timeout), peerSvc(svc))})
+					s := sb.add(sp{parent: cid, svc: svc, name: "GET /" + svc, kind: server, start: t + 1, end: t + 19, attrs: attrs(rem(990))})
+					sb.add(sp{parent: s, svc: svc, name: "SELECT", kind: client, start: t + 2, end: t + 18, attrs: attrs(tmo(500), schema.Str("db.system.name", "postgresql"))})
+					t += 21
+				}
+				sb.setEnd(root, t+2, schema.StatusUnset)
+				traces[i] = schema.NewTrace(build(i, sb.specs...))
+			}
+			a := New(DefaultConfig())
+			findings := 0
+			for _, tr := range traces {
+				findings += len(a.Trace(tr, testNow).Findings)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				for _, tr := range traces {
+					a.Trace(tr, testNow)
+				}
+			}
+			b.ReportMetric(float64(findings)/float64(len(traces)), "findings/trace")
+			b.ReportMetric(float64(b.N*len(traces)*10)/b.Elapsed().Seconds(), "spans/s")
+		})
+	}
+}

@@ -384,3 +384,31 @@ const (
 	cancelSource      = "budget.cancel_source"
 	headerTimeout     = "http.request.header.x-request-timeout-ms"
 )
+
+// AddAttributes gives every span of td n more attributes, the kind an
+// application adds to its spans (ids, flags, sizes: a third each of
+// strings, integers and booleans, values varying between spans), so
+// benchmarks can tell how a span's cost grows with its attributes.
+func AddAttributes(td ptrace.Traces, n int) {
+	k := 0
+	for _, rs := range td.ResourceSpans().All() {
+		for _, ss := range rs.ScopeSpans().All() {
+			for _, sp := range ss.Spans().All() {
+				attrs := sp.Attributes()
+				attrs.EnsureCapacity(attrs.Len() + n)
+				for i := range n {
+					k++
+					name := "app.attribute_" + strconv.Itoa(i)
+					switch i % 3 {
+					case 0:
+						attrs.PutStr(name, "value-"+strconv.Itoa(k%977))
+					case 1:
+						attrs.PutInt(name, int64(k%10_007))
+					default:
+						attrs.PutBool(name, k%2 == 0)
+					}
+				}
+			}
+		}
+	}
+}

@@ -15,3 +15,10 @@ func BenchmarkWriteSpans(b *testing.B) {
 		return embedded.Open(ctx, embedded.Config{DataDir: dir, Database: database})
 	}, 5000)
 }
+
+func BenchmarkWriteSpansAttributes(b *testing.B) {
+	dir := b.TempDir()
+	storetest.BenchmarkWriteSpansAttributes(b, func(ctx context.Context, database string) (*chsql.Store, error) {
+		return embedded.Open(ctx, embedded.Config{DataDir: dir, Database: database})
+	}, 5000)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"testing"
 	"time"
 
@@ -59,9 +60,49 @@ func SpanBatch(seed uint64, n int) []schema.Span {
 	return spans
 }
 
+// AddAttributes gives every span n more application attributes (a third
+// each of strings, integers and booleans, values varying between spans).
+func AddAttributes(spans []schema.Span, n int) {
+	k := 0
+	for i := range spans {
+		attrs := make(schema.Attributes, 0, len(spans[i].Attrs)+n)
+		attrs = append(attrs, spans[i].Attrs...)
+		for j := range n {
+			k++
+			name := "app.attribute_" + strconv.Itoa(j)
+			switch j % 3 {
+			case 0:
+				attrs = append(attrs, schema.Str(name, "value-"+strconv.Itoa(k%977)))
+			case 1:
+				attrs = append(attrs, schema.Int(name, int64(k%10_007)))
+			default:
+				attrs = append(attrs, schema.Bool(name, k%2 == 0))
+			}
+		}
+		spans[i].Attrs = attrs
+	}
+}
+
 // BenchmarkWriteSpans measures batch-write throughput of spans: one
-// WriteSpans call of batchSize spans per iteration, reported as rows/s.
+// WriteSpans call of batchSize spans per iteration, reported as rows/s,
+// and the spans table's bytes on disk per span (each distinct span once,
+// parts merged).
 func BenchmarkWriteSpans(b *testing.B, open func(ctx context.Context, database string) (*chsql.Store, error), batchSize int) {
+	benchmarkWriteSpans(b, open, batchSize, 0)
+}
+
+// BenchmarkWriteSpansAttributes is BenchmarkWriteSpans with 0, 10 and 40
+// application attributes added to each span's 15: how a span's store cost
+// and its bytes on disk grow with its attributes (docs/performance.md's cost model).
+func BenchmarkWriteSpansAttributes(b *testing.B, open func(ctx context.Context, database string) (*chsql.Store, error), batchSize int) {
+	for _, extra := range []int{0, 10, 40} {
+		b.Run("extra="+strconv.Itoa(extra), func(b *testing.B) {
+			benchmarkWriteSpans(b, open, batchSize, extra)
+		})
+	}
+}
+
+func benchmarkWriteSpans(b *testing.B, open func(ctx context.Context, database string) (*chsql.Store, error), batchSize, extra int) {
 	ctx := context.Background()
 	db := fmt.Sprintf("bench_%d", time.Now().UnixNano())
 	s, err := open(ctx, db)
@@ -75,7 +116,16 @@ func BenchmarkWriteSpans(b *testing.B, open func(ctx context.Context, database s
 	batches := make([][]schema.Span, 8)
 	for i := range batches {
 		batches[i] = SpanBatch(uint64(i+1), batchSize)
+		AddAttributes(batches[i], extra)
 	}
+	// The bytes on disk of each distinct span once, before the timed
+	// writes repeat the batches (repeated rows compress to nearly nothing).
+	for i, batch := range batches {
+		if err := s.WriteSpans(ctx, fmt.Sprintf("distinct-%d", i), batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	diskBytes := spansBytesPerRow(ctx, b, s)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
@@ -84,4 +134,27 @@ func BenchmarkWriteSpans(b *testing.B, open func(ctx context.Context, database s
 		}
 	}
 	b.ReportMetric(float64(b.N*batchSize)/b.Elapsed().Seconds(), "rows/s")
+	b.ReportMetric(diskBytes, "disk-B/span")
+}
+
+// spansBytesPerRow merges the spans table's parts and returns its bytes on
+// disk per row.
+func spansBytesPerRow(ctx context.Context, b *testing.B, s *chsql.Store) float64 {
+	if err := s.Conn().Exec(ctx, "OPTIMIZE TABLE "+s.Database()+".spans FINAL", nil); err != nil {
+		b.Fatal(err)
+	}
+	rows, err := s.Conn().Query(ctx, "SELECT toUInt64(sum(bytes_on_disk)), toUInt64(sum(rows)) FROM system.parts WHERE active AND database = {db:String} AND table = 'spans'",
+		chsql.Params{chsql.P("db", s.Database())})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rows.Close()
+	var onDisk, stored uint64
+	if !rows.Next() {
+		b.Fatal("no size of the spans table")
+	}
+	if err := rows.Scan(&onDisk, &stored); err != nil {
+		b.Fatal(err)
+	}
+	return float64(onDisk) / float64(stored)
 }
