@@ -361,20 +361,30 @@ func (s *Store) Findings(ctx context.Context, q store.FindingQuery) (store.Findi
 	// analysed again) has several rows under one id; a page shows its
 	// newest. The cursor applies after that choice: applied before it, the
 	// next page would find the older rows below the cursor and show the
-	// finding a second time.
+	// finding a second time. The page's ids and their newest times are
+	// chosen from those two columns alone, then only those rows are read
+	// whole: choosing the newest rows whole sorted every column of every
+	// finding of the window (1.9 s against 0.54 now for the first page of
+	// 431 k findings on 18.16).
 	cols := findingsTable.columnList()
-	newest := "(SELECT " + cols + " FROM " + s.currentFindings(strings.Join(where, " AND "), dedup) +
-		" ORDER BY detected_ns DESC, id DESC LIMIT 1 BY id)"
-	after := ""
+	current := s.currentFindings(strings.Join(where, " AND "), dedup)
+	having := ""
 	if q.Cursor != "" {
 		ns, id, err := decodeCursor(q.Cursor)
 		if err != nil {
 			return store.FindingPage{}, err
 		}
-		after = " WHERE detected_ns < {cns:UInt64} OR (detected_ns = {cns:UInt64} AND id < {cid:String})"
+		having = " HAVING max(detected_ns) < {cns:UInt64} OR (max(detected_ns) = {cns:UInt64} AND id < {cid:String})"
 		params = append(params, P("cns", ns), P("cid", id))
 	}
-	query := "SELECT " + cols + " FROM " + newest + after + " ORDER BY detected_ns DESC, id DESC LIMIT " + strconv.Itoa(limit+1)
+	pageKeys := "SELECT max(detected_ns) AS ns, id FROM " + current + " GROUP BY id" + having +
+		" ORDER BY ns DESC, id DESC LIMIT " + strconv.Itoa(limit+1)
+	// The rows' filter stays outside the findings read: inside it, on a
+	// cluster, it would be an IN over the Distributed table within a read
+	// of it (which ClickHouse refuses), and on 18.16 it measured slower
+	// (953 against 540 ms for the first page of 431 k findings).
+	query := "SELECT " + cols + " FROM " + current + " WHERE (detected_ns, id) IN (SELECT ns, id FROM (" + pageKeys + "))" +
+		" ORDER BY detected_ns DESC, id DESC LIMIT 1 BY id"
 	rows, err := s.conn.Query(ctx, query, params)
 	if err != nil {
 		return store.FindingPage{}, wrapCtx(ctx, fmt.Errorf("read findings: %w", err))
