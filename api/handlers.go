@@ -367,7 +367,7 @@ func (s *Server) trace(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	hops, err := s.store.TraceHops(ctx, id)
+	hops, err := s.store.TraceHops(ctx, id, store.SpanWindow(spans))
 	if err != nil {
 		s.writeError(c, err)
 		return

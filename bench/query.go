@@ -72,10 +72,11 @@ func Queries(ctx context.Context, st *chsql.Store, runs int) (map[string][2]time
 		// spans, the trace's hops and its findings.
 		"trace view": func() error {
 			id := spans[rand.IntN(len(spans))].TraceID
-			if _, _, err := st.Trace(ctx, id, store.TraceLimits{}); err != nil {
+			spans, _, err := st.Trace(ctx, id, store.TraceLimits{})
+			if err != nil {
 				return err
 			}
-			hops, err := st.TraceHops(ctx, id)
+			hops, err := st.TraceHops(ctx, id, store.SpanWindow(spans))
 			if err != nil {
 				return err
 			}
@@ -114,8 +115,8 @@ func Queries(ctx context.Context, st *chsql.Store, runs int) (map[string][2]time
 	return out, nil
 }
 
-// BytesPerSpan is each table's compressed size on disk (active parts, from
-// system.parts) over the stored spans, by table name.
+// BytesPerSpan is each table's compressed size on disk over the stored
+// spans, by table name.
 func BytesPerSpan(ctx context.Context, st *chsql.Store) (map[string]float64, error) {
 	n, err := st.CountRows(ctx, "spans")
 	if err != nil {
@@ -124,20 +125,13 @@ func BytesPerSpan(ctx context.Context, st *chsql.Store) (map[string]float64, err
 	if n == 0 {
 		return nil, fmt.Errorf("bytes per span: no spans stored")
 	}
-	rows, err := st.Conn().Query(ctx, "SELECT table, toUInt64(sum(bytes_on_disk)) FROM system.parts WHERE active AND database = {db:String} GROUP BY table",
-		chsql.Params{chsql.P("db", st.Database())})
+	bytes, err := storetest.DiskBytes(ctx, st)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	out := map[string]float64{}
-	for rows.Next() {
-		var table string
-		var bytes uint64
-		if err := rows.Scan(&table, &bytes); err != nil {
-			return nil, err
-		}
-		out[table] = float64(bytes) / float64(n)
+	out := make(map[string]float64, len(bytes))
+	for table, b := range bytes {
+		out[table] = float64(b) / float64(n)
 	}
-	return out, rows.Err()
+	return out, nil
 }

@@ -16,7 +16,25 @@ const benchSpans = 1000
 // BenchmarkDecodeConvert measures the ingest hot path for one OTLP/protobuf
 // request: unmarshal, then convert to schema spans. MB/s is request bytes.
 func BenchmarkDecodeConvert(b *testing.B) {
-	body := marshalProto(b, ingesttest.Spans(1, benchSpans))
+	benchmarkDecodeConvert(b, ingesttest.Spans(1, benchSpans))
+}
+
+// BenchmarkDecodeConvertAttributes is BenchmarkDecodeConvert with 0, 10
+// and 40 application attributes added to each span's 10–15: how the
+// ingest cost of a span grows with its attributes (docs/performance.md's
+// cost model).
+func BenchmarkDecodeConvertAttributes(b *testing.B) {
+	for _, extra := range []int{0, 10, 40} {
+		b.Run("extra="+strconv.Itoa(extra), func(b *testing.B) {
+			td := ingesttest.Spans(1, benchSpans)
+			ingesttest.AddAttributes(td, extra)
+			benchmarkDecodeConvert(b, td)
+		})
+	}
+}
+
+func benchmarkDecodeConvert(b *testing.B, request ptrace.Traces) {
+	body := marshalProto(b, request)
 	c := newTestConverter(b, DefaultLimits())
 	var u ptrace.ProtoUnmarshaler
 	b.SetBytes(int64(len(body)))
@@ -29,35 +47,8 @@ func BenchmarkDecodeConvert(b *testing.B) {
 		}
 		spans += len(c.Convert(td).Spans)
 	}
+	b.ReportMetric(float64(len(body))/float64(request.SpanCount()), "proto-B/span")
 	b.ReportMetric(float64(spans)/b.Elapsed().Seconds(), "spans/s")
-}
-
-// BenchmarkDecodeConvertAttributes is BenchmarkDecodeConvert with 0, 10
-// and 40 application attributes added to each span's 10–15: how the
-// ingest cost of a span grows with its attributes (docs/performance.md's
-// cost model).
-func BenchmarkDecodeConvertAttributes(b *testing.B) {
-	for _, extra := range []int{0, 10, 40} {
-		b.Run("extra="+strconv.Itoa(extra), func(b *testing.B) {
-			td := ingesttest.Spans(1, benchSpans)
-			ingesttest.AddAttributes(td, extra)
-			body := marshalProto(b, td)
-			c := newTestConverter(b, DefaultLimits())
-			var u ptrace.ProtoUnmarshaler
-			b.SetBytes(int64(len(body)))
-			b.ReportAllocs()
-			spans := 0
-			for b.Loop() {
-				td, err := u.UnmarshalTraces(body)
-				if err != nil {
-					b.Fatal(err)
-				}
-				spans += len(c.Convert(td).Spans)
-			}
-			b.ReportMetric(float64(len(body))/benchSpans, "proto-B/span")
-			b.ReportMetric(float64(spans)/b.Elapsed().Seconds(), "spans/s")
-		})
-	}
 }
 
 // BenchmarkDecode measures the pdata unmarshal alone, to tell how much of

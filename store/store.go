@@ -52,8 +52,10 @@ type Store interface {
 	// Trace returns the stored spans of a trace in start order, the first
 	// of them within lim, and whether lim left some out; or ErrNotFound.
 	Trace(ctx context.Context, id schema.TraceID, lim TraceLimits) (spans []schema.Span, truncated bool, err error)
-	// TraceHops returns the analysed hops of a trace, in start order.
-	TraceHops(ctx context.Context, id schema.TraceID) ([]schema.Hop, error)
+	// TraceHops returns the analysed hops of a trace that started within
+	// starts (SpanWindow of its spans bounds the read to them; the zero
+	// window reads them all), in start order.
+	TraceHops(ctx context.Context, id schema.TraceID, starts Window) ([]schema.Hop, error)
 	// Spans returns spans that started inside the window, grouped by trace,
 	// at most limit of them; the offline analyzer reads through it.
 	Spans(ctx context.Context, w Window, limit int) ([]schema.Span, error)
@@ -120,6 +122,21 @@ func (w Window) Until() uint64 {
 		return ^uint64(0)
 	}
 	return w.UntilNs
+}
+
+// SpanWindow is the window from the first to the last start of spans. A hop
+// starts when its span does, so it holds the spans' hops. With no spans it
+// is the zero window, which holds everything.
+func SpanWindow(spans []schema.Span) Window {
+	if len(spans) == 0 {
+		return Window{}
+	}
+	w := Window{SinceNs: spans[0].StartNs, UntilNs: spans[0].StartNs}
+	for i := range spans {
+		w.SinceNs = min(w.SinceNs, spans[i].StartNs)
+		w.UntilNs = max(w.UntilNs, spans[i].StartNs)
+	}
+	return w
 }
 
 // AnalysisWindow is the window of the analyses that wrote a trace's hops.

@@ -272,27 +272,15 @@ func clampLimit(limit, most int) int {
 	return limit
 }
 
-// TraceHops implements store.Store. A hop starts when its span does, so
-// the trace's time range in trace_index bounds the read: hops are sorted by
-// (path, start_ns), and within each path's run of granules the range skips
-// all but the few that can hold the trace — without it, the read scanned
-// the trace_id column of every hop. Hops of a trace whose spans are not
-// indexed (none stored, or not yet) are looked for everywhere.
-func (s *Store) TraceHops(ctx context.Context, id schema.TraceID) ([]schema.Hop, error) {
-	params := Params{P("id", id.String())}
-	where := "trace_id = {id:String}"
-	var n, lo, hi uint64
-	err := s.queryOne(ctx, "SELECT count(), min(start_ns), max(end_ns) FROM "+s.db+".trace_index WHERE trace_id = {id:String}",
-		params, &n, &lo, &hi)
-	if err != nil {
-		return nil, wrapCtx(ctx, fmt.Errorf("look up trace: %w", err))
-	}
-	if n > 0 {
-		where += " AND start_ns >= {lo:UInt64} AND start_ns <= {hi:UInt64}"
-		params = append(params, P("lo", lo), P("hi", hi))
-	}
+// TraceHops implements store.Store. Hops are sorted by (path, start_ns):
+// within each path's run of granules the window of the trace's span starts
+// skips all but the few that can hold the trace; with the zero window the
+// read scans the trace_id column of every hop.
+func (s *Store) TraceHops(ctx context.Context, id schema.TraceID, starts store.Window) ([]schema.Hop, error) {
+	params := Params{P("id", id.String()), P("since", starts.SinceNs), P("until", starts.Until())}
 	q := "SELECT " + hopsTable.columnList() + " FROM (SELECT " + hopsTable.columnList() + " FROM " + s.db +
-		".hops WHERE " + where + " ORDER BY analyzed_ns DESC LIMIT 1 BY span_id) ORDER BY start_ns, span_id"
+		".hops WHERE trace_id = {id:String} AND start_ns >= {since:UInt64} AND start_ns <= {until:UInt64}" +
+		" ORDER BY analyzed_ns DESC LIMIT 1 BY span_id) ORDER BY start_ns, span_id"
 	rows, err := s.conn.Query(ctx, q, params)
 	if err != nil {
 		return nil, wrapCtx(ctx, fmt.Errorf("read hops: %w", err))

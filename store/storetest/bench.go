@@ -143,18 +143,34 @@ func spansBytesPerRow(ctx context.Context, b *testing.B, s *chsql.Store) float64
 	if err := s.Conn().Exec(ctx, "OPTIMIZE TABLE "+s.Database()+".spans FINAL", nil); err != nil {
 		b.Fatal(err)
 	}
-	rows, err := s.Conn().Query(ctx, "SELECT toUInt64(sum(bytes_on_disk)), toUInt64(sum(rows)) FROM system.parts WHERE active AND database = {db:String} AND table = 'spans'",
-		chsql.Params{chsql.P("db", s.Database())})
+	bytes, err := DiskBytes(ctx, s)
 	if err != nil {
 		b.Fatal(err)
 	}
+	n, err := s.CountRows(ctx, "spans")
+	if err != nil || n == 0 {
+		b.Fatalf("spans stored: %d, %v", n, err)
+	}
+	return float64(bytes["spans"]) / float64(n)
+}
+
+// DiskBytes returns the compressed bytes on disk of each table of s's
+// database: its active parts, from system.parts.
+func DiskBytes(ctx context.Context, s *chsql.Store) (map[string]uint64, error) {
+	rows, err := s.Conn().Query(ctx, "SELECT table, toUInt64(sum(bytes_on_disk)) FROM system.parts WHERE active AND database = {db:String} GROUP BY table",
+		chsql.Params{chsql.P("db", s.Database())})
+	if err != nil {
+		return nil, err
+	}
 	defer rows.Close()
-	var onDisk, stored uint64
-	if !rows.Next() {
-		b.Fatal("no size of the spans table")
+	out := map[string]uint64{}
+	for rows.Next() {
+		var table string
+		var bytes uint64
+		if err := rows.Scan(&table, &bytes); err != nil {
+			return nil, err
+		}
+		out[table] = bytes
 	}
-	if err := rows.Scan(&onDisk, &stored); err != nil {
-		b.Fatal(err)
-	}
-	return float64(onDisk) / float64(stored)
+	return out, rows.Err()
 }

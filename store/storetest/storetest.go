@@ -51,7 +51,7 @@ func Run(t *testing.T, h Harness) {
 		{"every span column round-trips", testSpanRoundTrip},
 		{"hops and findings round-trip", testHopFindingRoundTrip},
 		{"trace not found", testTraceNotFound},
-		{"a stored trace's hops among other traces' hops", testTraceHopsOfStoredTrace},
+		{"a trace's hops within its spans' starts", testTraceHopsWithinSpanStarts},
 		{"findings filters, bounds and paging", testFindingFilters},
 		{"same dedup token stored once", testDedup},
 		{"a batch over 101 days is stored whole", testManyDays},
@@ -293,7 +293,7 @@ func testHopFindingRoundTrip(t *testing.T, h Harness) {
 	entry := schema.Hop{TraceID: tid(5), SpanID: sid(1005), Service: "order", Operation: "POST /order", Kind: schema.KindServer,
 		Path: "gateway:GET / > order:POST /order", StartNs: hop.StartNs - 10, BudgetMs: schema.Ms(0.25)}
 	require.NoError(t, s.WriteHops(ctx, "h1", []schema.Hop{hop, entry}))
-	hops, err := s.TraceHops(ctx, tid(5))
+	hops, err := s.TraceHops(ctx, tid(5), store.Window{})
 	require.NoError(t, err)
 	require.Equal(t, []schema.Hop{entry, hop}, hops)
 
@@ -308,44 +308,40 @@ func testHopFindingRoundTrip(t *testing.T, h Harness) {
 	require.Empty(t, page.Next)
 }
 
-// testTraceHopsOfStoredTrace: TraceHops bounds its read with the trace's
-// time range when its spans are indexed; the hops of traces before, after
-// and overlapping it on the same path stay out, and its own are all there,
-// the first at the trace's first instant and the last at its last start.
-func testTraceHopsOfStoredTrace(t *testing.T, h Harness) {
+// testTraceHopsWithinSpanStarts: TraceHops reads a trace's hops that
+// started within the window it is given — all of them within SpanWindow of
+// the trace's spans, the first at its first instant and the last at its
+// last start, and none outside a narrower window — and only that trace's,
+// though another trace's hop on the same path starts among them.
+func testTraceHopsWithinSpanStarts(t *testing.T, h Harness) {
 	s, _ := open(t, h)
 	ctx := ctxT(t)
 	const base = uint64(1_700_000_000_000_000_000)
 	var spans []schema.Span
 	var hops []schema.Hop
-	want := map[int][]schema.Hop{}
-	for n := 1; n <= 3; n++ {
-		// Traces 1 and 3 are a second before and after trace 2; each has
-		// three spans 100 ms apart.
-		for k := range 3 {
-			start := base + uint64(n)*1_000_000_000 + uint64(k)*100_000_000
-			id := n*10 + k
-			spans = append(spans, schema.Span{TraceID: tid(n), SpanID: sid(id), Service: "order", Name: "op", Kind: schema.KindServer,
-				StartNs: start, EndNs: start + 50_000_000})
-			hop := sampleHop(n)
-			hop.SpanID, hop.StartNs = sid(id), start
-			hops = append(hops, hop)
-			want[n] = append(want[n], hop)
-		}
+	// Three spans 100 ms apart, and another trace's hop between the last two.
+	for k := range 3 {
+		start := base + uint64(k)*100_000_000
+		spans = append(spans, schema.Span{TraceID: tid(2), SpanID: sid(20 + k), Service: "order", Name: "op", Kind: schema.KindServer,
+			StartNs: start, EndNs: start + 50_000_000})
+		hop := sampleHop(2)
+		hop.SpanID, hop.StartNs = sid(20+k), start
+		hops = append(hops, hop)
 	}
-	// Trace 4's hop overlaps trace 2 in time on the same path; its spans
-	// are not stored, so its hops are looked for everywhere.
 	stray := sampleHop(4)
-	stray.StartNs = base + 2_150_000_000
-	hops = append(hops, stray)
-	require.NoError(t, s.WriteSpans(ctx, "spans", spans))
-	require.NoError(t, s.WriteHops(ctx, "hops", hops))
-	for n := 1; n <= 3; n++ {
-		got, err := s.TraceHops(ctx, tid(n))
-		require.NoError(t, err)
-		require.Equal(t, want[n], got, "trace %d", n)
-	}
-	got, err := s.TraceHops(ctx, tid(4))
+	stray.StartNs = base + 150_000_000
+	require.NoError(t, s.WriteHops(ctx, "hops", append(append([]schema.Hop(nil), hops...), stray)))
+
+	got, err := s.TraceHops(ctx, tid(2), store.SpanWindow(spans))
+	require.NoError(t, err)
+	require.Equal(t, hops, got)
+	got, err = s.TraceHops(ctx, tid(2), store.SpanWindow(spans[1:]))
+	require.NoError(t, err)
+	require.Equal(t, hops[1:], got, "the first hop starts before the window")
+	got, err = s.TraceHops(ctx, tid(2), store.SpanWindow(spans[:2]))
+	require.NoError(t, err)
+	require.Equal(t, hops[:2], got, "the last hop starts after the window")
+	got, err = s.TraceHops(ctx, tid(4), store.Window{})
 	require.NoError(t, err)
 	require.Equal(t, []schema.Hop{stray}, got)
 }
@@ -354,7 +350,7 @@ func testTraceNotFound(t *testing.T, h Harness) {
 	s, _ := open(t, h)
 	_, _, err := s.Trace(ctxT(t), tid(42), store.TraceLimits{})
 	require.ErrorIs(t, err, store.ErrNotFound)
-	hops, err := s.TraceHops(ctxT(t), tid(42))
+	hops, err := s.TraceHops(ctxT(t), tid(42), store.Window{})
 	require.NoError(t, err)
 	require.Empty(t, hops)
 }
@@ -965,7 +961,7 @@ func testReanalysis(t *testing.T, h Harness) {
 	require.NoError(t, s.WriteHops(ctx, "a2", second))
 	require.NoError(t, s.WriteFindings(ctx, "a2", []schema.Finding{current, edge}))
 
-	hops, err := s.TraceHops(ctx, tid(1))
+	hops, err := s.TraceHops(ctx, tid(1), store.Window{})
 	require.NoError(t, err)
 	require.Equal(t, second, hops, "the latest analysis of each span")
 
