@@ -27,7 +27,7 @@ type DedupConfig struct {
 	// senders' retry horizon (the Collector retries for up to 5 minutes by
 	// default).
 	Window time.Duration `yaml:"window"`
-	// MaxSpans bounds the spans remembered (about 11 bytes each in
+	// MaxSpans bounds the spans remembered (11–21 bytes each in
 	// memory, 8 on disk). Past it the oldest are forgotten early, which
 	// shortens the window (budgetd_ingest_dedup_window_seconds).
 	MaxSpans int `yaml:"max_spans"`
@@ -61,7 +61,7 @@ type seenSpans struct {
 
 type seenGen struct {
 	start time.Time
-	set   map[uint64]struct{}
+	set   *fpSet
 	file  *os.File // nil without a directory
 }
 
@@ -170,7 +170,7 @@ func (s *seenSpans) record(spans []schema.Span) (fresh []schema.Span, fps []uint
 			dups++
 			continue
 		}
-		cur.set[fp] = struct{}{}
+		cur.set.Add(fp)
 		fps = append(fps, fp)
 		if dups > 0 {
 			fresh = append(fresh, spans[i])
@@ -186,7 +186,7 @@ func (s *seenSpans) record(spans []schema.Span) (fresh []schema.Span, fps []uint
 
 func (s *seenSpans) seen(fp uint64) bool {
 	for i := len(s.gens) - 1; i >= 0; i-- {
-		if _, ok := s.gens[i].set[fp]; ok {
+		if s.gens[i].set.Has(fp) {
 			return true
 		}
 	}
@@ -234,8 +234,7 @@ func (s *seenSpans) forget(fps []uint64) {
 	defer s.mu.Unlock()
 	for _, fp := range fps {
 		for _, g := range s.gens {
-			if _, ok := g.set[fp]; ok {
-				delete(g.set, fp)
+			if g.set.Remove(fp) {
 				s.total--
 				break
 			}
@@ -248,7 +247,7 @@ func (s *seenSpans) forget(fps []uint64) {
 // forgets the generations out of the window or beyond MaxSpans.
 func (s *seenSpans) rotate(now time.Time) error {
 	if n := len(s.gens); n == 0 || now.Sub(s.gens[n-1].start) >= s.genLen {
-		g := &seenGen{start: now, set: make(map[uint64]struct{})}
+		g := &seenGen{start: now, set: newFPSet(0)}
 		if s.dir != "" {
 			f, err := os.OpenFile(s.genPath(now), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
 			if err != nil {
@@ -268,7 +267,7 @@ func (s *seenSpans) rotate(now time.Time) error {
 // drop forgets the oldest generation.
 func (s *seenSpans) drop() {
 	g := s.gens[0]
-	s.total -= len(g.set)
+	s.total -= g.set.Len()
 	if g.file != nil {
 		_ = g.file.Close()
 		_ = os.Remove(g.file.Name())
@@ -311,12 +310,12 @@ func (s *seenSpans) load() error {
 		if err != nil {
 			return fmt.Errorf("read accepted spans: %w", err)
 		}
-		g := &seenGen{start: time.Unix(0, ns), set: make(map[uint64]struct{}, len(data)/8)}
+		g := &seenGen{start: time.Unix(0, ns), set: newFPSet(len(data) / 8)}
 		for i := 0; i+8 <= len(data); i += 8 {
-			g.set[binary.LittleEndian.Uint64(data[i:])] = struct{}{}
+			g.set.Add(binary.LittleEndian.Uint64(data[i:]))
 		}
 		s.gens = append(s.gens, g)
-		s.total += len(g.set)
+		s.total += g.set.Len()
 	}
 	// Loaded generations take no new spans: rotate starts a fresh one.
 	if n := len(s.gens); n > 0 {

@@ -2,10 +2,12 @@ package durable
 
 import (
 	"context"
+	"encoding/binary"
 	"hash/fnv"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -129,4 +131,45 @@ func TestLogSpansAreRemembered(t *testing.T) {
 	require.NoError(t, d.Shutdown(context.Background()))
 	require.Equal(t, 200.0, gathered(t, reg, "budgetd_ingest_duplicate_spans_total"))
 	require.EqualValues(t, 200, rows(t, st))
+}
+
+// BenchmarkSeenSpansRecord is the dedup check of fresh 1,000-span requests
+// against a window already holding two million spans, the default
+// generation layout (10 of one minute each) with the spans in one: what
+// each request's Commit pays before its spans reach the log.
+func BenchmarkSeenSpansRecord(b *testing.B) {
+	s, err := newSeenSpans(DedupConfig{Window: 10 * time.Minute, MaxSpans: 8_000_000}, "",
+		Settings{Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler)}, time.Now)
+	require.NoError(b, err)
+	spans := storetest.SpanBatch(5, 1000)
+	next := uint64(0)
+	renumber := func() {
+		for i := range spans {
+			next++
+			binary.LittleEndian.PutUint64(spans[i].SpanID[:], next)
+		}
+	}
+	heap := func() uint64 {
+		var m runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	before := heap()
+	for range 2000 {
+		renumber()
+		_, fps, _, err := s.record(spans)
+		require.NoError(b, err)
+		require.Len(b, fps, len(spans))
+	}
+	remembered := float64(heap()-before) / 2e6
+	b.ResetTimer()
+	for b.Loop() {
+		renumber()
+		if _, _, dups, err := s.record(spans); err != nil || dups > 0 {
+			b.Fatal(dups, err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(spans)), "ns/span")
+	b.ReportMetric(remembered, "B/remembered")
 }

@@ -1,0 +1,128 @@
+package durable
+
+// fpSet is a set of span fingerprints in one flat table with linear
+// probing. Go's map spends about 38 bytes per uint64 key at the sizes
+// deduplication holds (millions), and a lookup that misses — every fresh
+// span, in every generation — walks a directory, a table and a group; here
+// an entry is 8 bytes at a load between 3/8 and 3/4 (11–21 bytes a
+// fingerprint), and a miss reads one or two cache lines.
+type fpSet struct {
+	slots []uint64 // 0 is an empty slot; a fingerprint 0 is kept as 1
+	n     int
+	shift uint // 64 - log2(len(slots))
+}
+
+// fpSetMinSlots is the table's first size.
+const fpSetMinSlots = 1024
+
+// newFPSet returns a set sized for n fingerprints without growing.
+func newFPSet(n int) *fpSet {
+	s := &fpSet{}
+	size := fpSetMinSlots
+	for 3*size < 4*n {
+		size *= 2
+	}
+	s.resize(size)
+	return s
+}
+
+// Len is the number of fingerprints in the set.
+func (s *fpSet) Len() int { return s.n }
+
+// Has reports whether fp is in the set.
+func (s *fpSet) Has(fp uint64) bool {
+	fp = nonZero(fp)
+	mask := len(s.slots) - 1
+	for i := s.home(fp); ; i = (i + 1) & mask {
+		switch s.slots[i] {
+		case fp:
+			return true
+		case 0:
+			return false
+		}
+	}
+}
+
+// Add puts fp in the set; false when it was there already.
+func (s *fpSet) Add(fp uint64) bool {
+	fp = nonZero(fp)
+	if 4*(s.n+1) > 3*len(s.slots) {
+		s.resize(2 * len(s.slots))
+	}
+	mask := len(s.slots) - 1
+	for i := s.home(fp); ; i = (i + 1) & mask {
+		switch s.slots[i] {
+		case fp:
+			return false
+		case 0:
+			s.slots[i] = fp
+			s.n++
+			return true
+		}
+	}
+}
+
+// Remove takes fp out of the set; false when it was not there. The
+// entries after it in its run move back so no lookup stops short at the
+// hole (backward-shift deletion: no tombstones to clean up later).
+func (s *fpSet) Remove(fp uint64) bool {
+	fp = nonZero(fp)
+	mask := len(s.slots) - 1
+	i := s.home(fp)
+	for s.slots[i] != fp {
+		if s.slots[i] == 0 {
+			return false
+		}
+		i = (i + 1) & mask
+	}
+	for j := (i + 1) & mask; s.slots[j] != 0; j = (j + 1) & mask {
+		// The entry at j may fill the hole at i unless its home lies
+		// cyclically in (i, j]: moving it before its home would hide it.
+		h := s.home(s.slots[j])
+		if (i < j && i < h && h <= j) || (i > j && (i < h || h <= j)) {
+			continue
+		}
+		s.slots[i] = s.slots[j]
+		i = j
+	}
+	s.slots[i] = 0
+	s.n--
+	return true
+}
+
+// home is fp's first slot: the top bits of a multiplicative hash, since a
+// fingerprint's low bits (FNV-1a) are mixed less than its high ones.
+func (s *fpSet) home(fp uint64) int {
+	return int((fp * 0x9E3779B97F4A7C15) >> s.shift)
+}
+
+// resize moves every fingerprint into a table of size slots (a power of
+// two).
+func (s *fpSet) resize(size int) {
+	old := s.slots
+	s.slots = make([]uint64, size)
+	s.shift = 64
+	for n := size; n > 1; n >>= 1 {
+		s.shift--
+	}
+	mask := size - 1
+	for _, fp := range old {
+		if fp == 0 {
+			continue
+		}
+		i := s.home(fp)
+		for s.slots[i] != 0 {
+			i = (i + 1) & mask
+		}
+		s.slots[i] = fp
+	}
+}
+
+// nonZero keeps fingerprint 0 as 1, since 0 marks an empty slot. The two
+// become one fingerprint: a collision as likely as any other.
+func nonZero(fp uint64) uint64 {
+	if fp == 0 {
+		return 1
+	}
+	return fp
+}

@@ -1,0 +1,73 @@
+package durable
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestFPSetMatchesAMap drives a set and a map with the same random adds
+// and removes. The fingerprints are picked so their home slots crowd the
+// table's last slots and its first ones: runs are long, wrap around the
+// end, and removals shift entries back across the wrap. A shift that hides
+// an entry makes a later Has disagree with the map.
+func TestFPSetMatchesAMap(t *testing.T) {
+	s := newFPSet(0)
+	last := len(s.slots) - 1
+	var pool []uint64
+	for fp := uint64(2); len(pool) < 300; fp++ {
+		if h := s.home(fp); h >= last-2 || h <= 2 || fp%997 == 0 {
+			pool = append(pool, fp)
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	want := map[uint64]bool{}
+	for step := range 20_000 {
+		fp := pool[rng.IntN(len(pool))]
+		switch rng.IntN(3) {
+		case 0, 1:
+			require.Equal(t, !want[fp], s.Add(fp), "Add(%d) at step %d", fp, step)
+			want[fp] = true
+		case 2:
+			require.Equal(t, want[fp], s.Remove(fp), "Remove(%d) at step %d", fp, step)
+			delete(want, fp)
+		}
+		for _, fp := range pool {
+			require.Equal(t, want[fp], s.Has(fp), "Has(%d) at step %d", fp, step)
+		}
+	}
+	require.Equal(t, len(want), s.Len())
+	require.Equal(t, last+1, len(s.slots), "the pool fits the first table: homes stay where they were picked")
+}
+
+// TestFPSetGrowsAndKeepsZero checks growth past the first table and that
+// fingerprint 0, the empty slot's value, is still a member (as 1).
+func TestFPSetGrowsAndKeepsZero(t *testing.T) {
+	s := newFPSet(0)
+	require.False(t, s.Has(0))
+	require.True(t, s.Add(0))
+	require.True(t, s.Has(0))
+	require.False(t, s.Add(1), "0 is kept as 1")
+	for fp := uint64(2); fp < 100_000; fp++ {
+		s.Add(fp * 0x2545F4914F6CDD1D)
+	}
+	require.Equal(t, 99_999, s.Len())
+	require.GreaterOrEqual(t, 3*len(s.slots), 4*s.Len(), "load stays at most 3/4")
+	for fp := uint64(2); fp < 100_000; fp++ {
+		require.True(t, s.Has(fp*0x2545F4914F6CDD1D))
+	}
+	require.True(t, s.Remove(0))
+	require.False(t, s.Has(1))
+}
+
+// TestNewFPSetHoldsItsSize: a set made for n fingerprints takes them
+// without growing (load reads n of them back from a generation file).
+func TestNewFPSetHoldsItsSize(t *testing.T) {
+	s := newFPSet(10_000)
+	size := len(s.slots)
+	for fp := uint64(1); fp <= 10_000; fp++ {
+		s.Add(fp)
+	}
+	require.Equal(t, size, len(s.slots))
+}
