@@ -50,20 +50,27 @@ type row struct {
 	cpu    time.Duration
 	rssMiB float64
 	stored float64 // spans stored in the measured window; -1 for the Collector
-	goMiB  float64 // heap Go holds at the end (budgetd); 0 for the others
-	note   string
+	// drain is how long budgetd took after the load stopped to store what
+	// it had acknowledged; the window's CPU and rate include it.
+	drain time.Duration
+	goMiB float64 // heap Go holds at the end (budgetd); 0 for the others
+	note  string
 	// floorPerM is the floor row's CPU s per million spans, which it
 	// measures without a load of its own; 0 for the others.
 	floorPerM float64
 }
 
-// sustained is the row's sustained rate: budgetd's is what it stores, since
-// what it acknowledges beyond that only fills its write-ahead log, until
-// the log is full.
+// window is the period the row's CPU and sustained rate are measured
+// over: the load, then budgetd's drain.
+func (r row) window() time.Duration { return r.res.Elapsed + r.drain }
+
+// sustained is the row's sustained rate: budgetd's is what it stores over
+// the load and the drain after it, since what it acknowledges beyond that
+// only fills its write-ahead log, until the log is full.
 func (r row) sustained() float64 {
 	s := r.res.SpansPerSecond()
 	if r.stored >= 0 {
-		s = min(s, r.stored/r.res.Elapsed.Seconds())
+		s = min(s, r.stored/r.window().Seconds())
 	}
 	return s
 }
@@ -74,7 +81,7 @@ func (r row) cpuPerMillion() float64 {
 		return r.floorPerM
 	}
 	if s := r.sustained(); s > 0 {
-		return r.cpu.Seconds() / (s * r.res.Elapsed.Seconds() / 1e6)
+		return r.cpu.Seconds() / (s * r.window().Seconds() / 1e6)
 	}
 	return 0
 }
@@ -283,11 +290,22 @@ func rowOf(rows []row, name string) (row, bool) {
 }
 
 // measure warms the target up, then drives it for duration while reading
-// its processes' CPU time at both ends of the measured window. With a
-// profile path prefix it also records budgetd's CPU profile over the
-// window (prefix.cpu.pprof) and its heap at the end (prefix.heap.pprof).
+// its processes' CPU time at both ends of the measured window. budgetd
+// acknowledges faster than it stores while its write-ahead log has room,
+// so for budgetd the window starts once the warmup's spans are stored and
+// ends once the load's are: its CPU and its stored spans then belong to
+// the same spans, as they do once the log is full and the surplus is
+// refused. With a profile path prefix it also records budgetd's CPU
+// profile over the load (prefix.cpu.pprof) and its heap at the end of the
+// load (prefix.heap.pprof).
 func measure(ctx context.Context, t *bench.Target, load *bench.Load, spansPer, clients int, warmup, duration time.Duration, profile string) (row, error) {
-	if _, err := bench.Drive(ctx, t.Endpoint, load, spansPer, clients, 0, warmup); err != nil {
+	warm, err := bench.Drive(ctx, t.Endpoint, load, spansPer, clients, 0, warmup)
+	if err != nil {
+		return row{}, err
+	}
+	limit := drainLimit(warmup + duration)
+	acked := warm.Spans
+	if err := waitStored(ctx, t, acked, limit); err != nil {
 		return row{}, err
 	}
 	cpu0, err := cpuOf(t)
@@ -316,6 +334,11 @@ func measure(ctx context.Context, t *bench.Target, load *bench.Load, spansPer, c
 	if err != nil {
 		return row{}, err
 	}
+	drained := time.Now()
+	if err := waitStored(ctx, t, acked+res.Spans, limit); err != nil {
+		return row{}, err
+	}
+	drain := time.Since(drained)
 	cpu1, err := cpuOf(t)
 	if err != nil {
 		return row{}, err
@@ -355,7 +378,43 @@ func measure(ctx context.Context, t *bench.Target, load *bench.Load, spansPer, c
 	case t.API == "":
 		stored = -1
 	}
-	return row{name: t.Name, res: res, cpu: cpu1 - cpu0, rssMiB: float64(rss) / (1 << 20), stored: stored, goMiB: goMiB, note: note}, nil
+	if stored < 0 {
+		drain = 0 // nothing was waited for
+	}
+	return row{name: t.Name, res: res, cpu: cpu1 - cpu0, rssMiB: float64(rss) / (1 << 20), stored: stored, drain: drain, goMiB: goMiB, note: note}, nil
+}
+
+// drainLimit bounds the wait for budgetd to store what it acknowledged
+// during a load of this length: ten times as long, and a minute more.
+func drainLimit(load time.Duration) time.Duration { return 10*load + time.Minute }
+
+// waitStored returns once budgetd has stored acked spans (the harness's
+// spans carry fresh ids, so each acknowledged span is stored once), at
+// once for a target that is not budgetd.
+func waitStored(ctx context.Context, t *bench.Target, acked int64, limit time.Duration) error {
+	if t.API == "" || t.AckMeansStored {
+		return nil
+	}
+	deadline := time.Now().Add(limit)
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		stored, err := storedOf(ctx, t)
+		if err != nil {
+			return err
+		}
+		if stored >= float64(acked) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s stored %.0f of the %d spans it acknowledged within %s", t.Name, stored, acked, limit)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
 }
 
 // storedOf returns how many spans budgetd has stored so far; -1 for a
@@ -395,23 +454,24 @@ func cpuOf(t *bench.Target) (time.Duration, error) {
 func print(out io.Writer, rows []row, clients, spansPer int) {
 	fmt.Fprintf(out, "\n%d clients, %d spans per request, %s\n\n", clients, spansPer, machine())
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "target\tacked spans/s\tstored/s\tsustained vs collector\tCPU s / 1M sustained\tpeak RSS MiB\tGo heap MiB\tack p50 ms\tack p99 ms\trefused\t")
+	fmt.Fprintln(tw, "target\tacked spans/s\tstored/s\tdrain s\tsustained vs collector\tCPU s / 1M sustained\tpeak RSS MiB\tGo heap MiB\tack p50 ms\tack p99 ms\trefused\t")
 	var ceiling float64
 	if c, ok := rowOf(rows, "collector"); ok {
 		ceiling = c.res.SpansPerSecond()
 	}
 	for _, r := range rows {
 		if r.floorPerM > 0 {
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t%.2f\t-\t-\t-\t-\t-\t  %s\n", r.name, r.floorPerM, r.note)
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t%.2f\t-\t-\t-\t-\t-\t  %s\n", r.name, r.floorPerM, r.note)
 			continue
 		}
 		ratio := "-"
 		if ceiling > 0 {
 			ratio = fmt.Sprintf("%.0f %%", 100*r.sustained()/ceiling)
 		}
-		stored := "-"
+		stored, drain := "-", "-"
 		if r.stored >= 0 {
-			stored = fmt.Sprintf("%.0f", r.stored/r.res.Elapsed.Seconds())
+			stored = fmt.Sprintf("%.0f", r.stored/r.window().Seconds())
+			drain = fmt.Sprintf("%.1f", r.drain.Seconds())
 		}
 		goMiB := "-"
 		if r.goMiB > 0 {
@@ -421,7 +481,7 @@ func print(out io.Writer, rows []row, clients, spansPer int) {
 		if r.note != "" {
 			note = "  " + r.note
 		}
-		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%s\t%.2f\t%.0f\t%s\t%.1f\t%.1f\t%d\t%s\n", r.name, r.res.SpansPerSecond(), stored, ratio, r.cpuPerMillion(), r.rssMiB, goMiB,
+		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%s\t%s\t%.2f\t%.0f\t%s\t%.1f\t%.1f\t%d\t%s\n", r.name, r.res.SpansPerSecond(), stored, drain, ratio, r.cpuPerMillion(), r.rssMiB, goMiB,
 			float64(r.res.P50.Microseconds())/1000, float64(r.res.P99.Microseconds())/1000, r.res.Refused, note)
 	}
 	tw.Flush()

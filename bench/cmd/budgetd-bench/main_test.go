@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
+	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/budgetd/budgetd/bench"
+	"github.com/budgetd/budgetd/proctest"
 )
 
 // loaded is a row of a target that ran for 10 s at these rates (spans/s;
@@ -36,4 +40,42 @@ func TestRatiosCompareBudgetdWithThePeersInTheRun(t *testing.T) {
 		ratios([]row{collector, jaeger, floor, embedded}))
 	require.Equal(t, []string{"budgetd embedded: 0.26× the Collector's"}, ratios([]row{collector, embedded}))
 	require.Empty(t, ratios([]row{jaeger, floor}), "no budgetd row")
+}
+
+// TestDrainCountsInTheRateAndTheCPU checks that budgetd's sustained rate
+// and CPU per span are taken over the load and the drain after it: 80k
+// acknowledged spans/s for 10 s, all stored once 6 s of drain are over, is
+// 50k stored/s, and the 24 CPU s of those 16 s are 30 CPU s per million.
+func TestDrainCountsInTheRateAndTheCPU(t *testing.T) {
+	r := loaded("embedded", "budgetd embedded", 80_000, 80_000, 24*time.Second)
+	r.drain = 6 * time.Second
+	require.InDelta(t, 50_000, r.sustained(), 1e-9)
+	require.InDelta(t, 30, r.cpuPerMillion(), 1e-9)
+	require.InDelta(t, 80_000, r.res.SpansPerSecond(), 1e-9, "the acknowledged rate is the load's alone")
+}
+
+// TestMeasureWindowHoldsTheSpansItStored runs budgetd briefly: the
+// measured window starts once the warmup's spans are stored and ends once
+// the load's are, so the spans stored in it are exactly those the load got
+// acknowledged, and its CPU is theirs.
+func TestMeasureWindowHoldsTheSpansItStored(t *testing.T) {
+	root := proctest.RepoRoot(t)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "budgetd")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/budgetd")
+	build.Dir = root
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	target, err := bench.StartBudgetd(ctx, bin, dir, "budgetd embedded")
+	require.NoError(t, err)
+	defer func() { require.NoError(t, target.Stop()) }()
+
+	r, err := measure(ctx, target, bench.Requests(4, 200), 200, 2, time.Second, time.Second, "")
+	require.NoError(t, err)
+	require.Positive(t, r.res.Spans)
+	require.EqualValues(t, r.res.Spans, r.stored, "stored in the window = acknowledged by the load")
+	require.Positive(t, r.cpu)
+	require.LessOrEqual(t, r.sustained(), r.res.SpansPerSecond())
 }
