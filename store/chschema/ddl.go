@@ -24,7 +24,17 @@ type Features struct {
 	DedupToken     bool // insert_deduplication_token on plain MergeTree
 	OtelView       bool // the otel_traces-compatible view (Map, DateTime64)
 	CompactParts   bool // min_bytes_for_wide_part: inserts as compact parts
+	// MergeSelector: the merge selector's merge_selector_base and its
+	// width heuristic are table settings. Not derived from the version
+	// (FeaturesFor leaves it false): the store asks the server
+	// (MergeSelectorSettings).
+	MergeSelector bool
 }
+
+// MergeSelectorSettings are the MergeTree settings migration 0018 sets;
+// a server that lists both in system.merge_tree_settings has the
+// MergeSelector feature.
+var MergeSelectorSettings = []string{"merge_selector_base", "merge_selector_enable_heuristic_to_lower_max_parts_to_merge_at_once"}
 
 // FeaturesFor returns what a server of the given version ("18.16.1",
 // "26.7.2.1") supports. Thresholds are the releases where each feature became
@@ -102,15 +112,16 @@ func Migrations(p DDLParams) ([]Migration, error) {
 		},
 	}
 	data := struct {
-		DB           string
-		TTLDays      int
-		TTL          bool // the server has table TTL, whatever the retention
-		SkipIndexes  bool
-		DedupToken   bool
-		OtelView     bool
-		Codecs       bool
-		CompactParts bool
-	}{p.Database, 0, f.TTL, f.SkipIndexes, f.DedupToken, f.OtelView, f.Codecs, f.CompactParts}
+		DB            string
+		TTLDays       int
+		TTL           bool // the server has table TTL, whatever the retention
+		SkipIndexes   bool
+		DedupToken    bool
+		OtelView      bool
+		Codecs        bool
+		CompactParts  bool
+		MergeSelector bool
+	}{p.Database, 0, f.TTL, f.SkipIndexes, f.DedupToken, f.OtelView, f.Codecs, f.CompactParts, f.MergeSelector}
 	if f.TTL {
 		data.TTLDays = p.TTLDays
 	}

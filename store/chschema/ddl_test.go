@@ -78,6 +78,15 @@ func TestMigrations(t *testing.T) {
 	require.NotContains(t, oldText, "CODEC(")
 	require.Contains(t, curText, "TTL ")
 	require.NotContains(t, oldText, "TTL ", "the server lacks TTL: TTLDays is ignored")
+	require.NotContains(t, curText, "merge_selector_base", "the store asks the server; the version does not say")
+
+	current.MergeSelector = true
+	wide, err := Migrations(DDLParams{Database: "budgetd", Features: current})
+	require.NoError(t, err)
+	for _, table := range []string{"spans", "trace_index", "hops", "findings"} {
+		require.Contains(t, all(wide), "ALTER TABLE budgetd."+table+" MODIFY SETTING merge_selector_base = 10, "+
+			"merge_selector_enable_heuristic_to_lower_max_parts_to_merge_at_once = 0\n")
+	}
 }
 
 func TestMigrationsRefuseBadDatabase(t *testing.T) {

@@ -51,10 +51,27 @@ func Open(ctx context.Context, conn Conn, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	s := &Store{conn: conn, db: cfg.Database, cluster: cfg.Cluster, features: features}
+	if s.features.MergeSelector, err = s.hasMergeTreeSettings(ctx, chschema.MergeSelectorSettings); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
 	if err := s.migrate(ctx, cfg.TTLDays); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// hasMergeTreeSettings reports whether the server knows every one of the
+// MergeTree settings names (constants of chschema: quoted as they are).
+func (s *Store) hasMergeTreeSettings(ctx context.Context, names []string) (bool, error) {
+	quoted := make([]string, len(names))
+	for i, n := range names {
+		quoted[i] = "'" + n + "'"
+	}
+	var n uint64
+	if err := s.queryOne(ctx, "SELECT count() FROM system.merge_tree_settings WHERE name IN ("+strings.Join(quoted, ", ")+")", nil, &n); err != nil {
+		return false, fmt.Errorf("read merge tree settings: %w", err)
+	}
+	return n == uint64(len(names)), nil
 }
 
 // Features returns the version-gated features in use.

@@ -18,3 +18,17 @@ func TestConformance(t *testing.T) {
 		SlowQuery: "SELECT sleepEachRow(1) FROM numbers(10) SETTINGS max_block_size = 1",
 	})
 }
+
+// TestMergeSelectorOnTheEmbeddedEngine: chDB lists the merge selector's
+// settings, so the store sets them (migration 0018) and the conformance
+// suite's check of them runs here rather than being skipped everywhere.
+func TestMergeSelectorOnTheEmbeddedEngine(t *testing.T) {
+	s, err := embedded.Open(context.Background(), embedded.Config{DataDir: t.TempDir(), Database: "wide"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !s.Features().MergeSelector {
+		t.Fatal("chDB lists merge_selector_base, yet the store did not see it")
+	}
+}

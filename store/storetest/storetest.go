@@ -886,7 +886,7 @@ func testOutage(t *testing.T, h Harness) {
 }
 
 // testExtras checks the version-gated parts of the schema: on a current
-// server inserts make compact parts and the otel_traces view answers with the Collector exporter's column
+// server inserts make compact parts merged wider and the otel_traces view answers with the Collector exporter's column
 // names; on an old one the view is absent and the core still works.
 func testExtras(t *testing.T, h Harness) {
 	s, db := open(t, h)
@@ -900,6 +900,9 @@ func testExtras(t *testing.T, h Harness) {
 			require.NoError(t, queryOne(ctx, s, "SELECT engine_full FROM system.tables WHERE database = {db:String} AND name = {t:String}",
 				chsql.Params{chsql.P("db", db), chsql.P("t", table)}, &engine))
 			require.Contains(t, engine, "min_bytes_for_wide_part = 268435456", table)
+			if s.Features().MergeSelector {
+				require.Contains(t, engine, "merge_selector_base = 10", table) // migration 0018
+			}
 		}
 	}
 	var exists uint8
