@@ -113,11 +113,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	floorRows := fs.Uint64("floor-rows", 1_000_000, "the floor's INSERT … SELECT repeats until at least this many `rows` are inserted")
 	profile := fs.String("profile", "", "write each budgetd target's CPU profile of the measured window and its heap profile at the end into this `directory`")
 	querySpans := fs.Int("query-spans", 0, "instead of loading: fill each store engine with this many `spans` and time the API's queries")
+	queryEngines := fs.String("query-engines", "embedded,clickhouse", "comma-separated engines -query-spans fills: embedded (chDB), clickhouse (an 18.16 server the harness starts)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *querySpans > 0 {
-		return runQueries(ctx, out, *querySpans)
+		return runQueries(ctx, out, *querySpans, strings.Split(*queryEngines, ","))
 	}
 	// Targets run in their own directories: binaries must be absolute.
 	lbConfig := lbCollectorConfig
@@ -549,31 +550,40 @@ func machine() string {
 	return fmt.Sprintf("%s cores of %s", strings.TrimSpace(string(out)), cpu)
 }
 
-// runQueries fills the embedded store and a ClickHouse server with n spans
-// each and prints the query latencies and bytes per span.
-func runQueries(ctx context.Context, out io.Writer, n int) error {
+// runQueries fills each of the named engines (embedded, clickhouse: a
+// ClickHouse server it starts) with n spans and prints the query latencies
+// and bytes per span.
+func runQueries(ctx context.Context, out io.Writer, n int, names []string) error {
 	work, err := os.MkdirTemp("", "budgetd-bench-q-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(work)
-	srv, err := clickhousetest.StartIn(filepath.Join(work, "clickhouse"))
-	if err != nil {
-		return err
-	}
-	defer srv.Stop()
-	engines := []struct {
+	type engine struct {
 		name string
 		open func() (*chsql.Store, error)
-	}{
-		{"embedded (chDB 26.7)", func() (*chsql.Store, error) {
-			return embedded.Open(ctx, embedded.Config{DataDir: filepath.Join(work, "chdb"), Database: "bench"})
-		}},
-		{"clickhouse-server 18.16", func() (*chsql.Store, error) {
-			cfg := clickhouse.DefaultConfig()
-			cfg.DSN = srv.DSN("bench")
-			return clickhouse.Open(ctx, cfg)
-		}},
+	}
+	var engines []engine
+	for _, name := range names {
+		switch name {
+		case "embedded":
+			engines = append(engines, engine{"embedded (chDB 26.7)", func() (*chsql.Store, error) {
+				return embedded.Open(ctx, embedded.Config{DataDir: filepath.Join(work, "chdb"), Database: "bench"})
+			}})
+		case "clickhouse":
+			srv, err := clickhousetest.StartIn(filepath.Join(work, "clickhouse"))
+			if err != nil {
+				return err
+			}
+			defer srv.Stop()
+			engines = append(engines, engine{"clickhouse-server 18.16", func() (*chsql.Store, error) {
+				cfg := clickhouse.DefaultConfig()
+				cfg.DSN = srv.DSN("bench")
+				return clickhouse.Open(ctx, cfg)
+			}})
+		default:
+			return fmt.Errorf("-query-engines: unknown engine %q (embedded, clickhouse)", name)
+		}
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "engine\tspans\tload s\tbytes/span spans+index / all\ttrace by id p50/p99 ms\ttrace view p50/p99 ms\tfindings p50/p99 ms\tpaths 1h p50/p99 ms\tedges 1h p50/p99 ms\t\n")

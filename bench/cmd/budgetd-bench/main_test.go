@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -78,4 +79,11 @@ func TestMeasureWindowHoldsTheSpansItStored(t *testing.T) {
 	require.EqualValues(t, r.res.Spans, r.stored, "stored in the window = acknowledged by the load")
 	require.Positive(t, r.cpu)
 	require.LessOrEqual(t, r.sustained(), r.res.SpansPerSecond())
+}
+
+// TestQueryEnginesRefusesAnUnknownEngine: a misspelt -query-engines fails
+// before any store is filled.
+func TestQueryEnginesRefusesAnUnknownEngine(t *testing.T) {
+	err := runQueries(context.Background(), io.Discard, 10, []string{"embeded"})
+	require.ErrorContains(t, err, `unknown engine "embeded"`)
 }
