@@ -93,6 +93,9 @@ type Pipeline struct {
 	// results are stored. Holding it across take-analyse-write makes Flush
 	// mean what it says.
 	processMu sync.Mutex
+	// roundSpans is the most spans one analysis round takes
+	// (maxAnalysisSpans; tests lower it).
+	roundSpans int
 
 	// edgeMu serialises edge evaluations and guards edges, the edge
 	// findings of the last one (distinct.go).
@@ -124,8 +127,9 @@ func New(cfg Config, set Settings) (*Pipeline, error) {
 	}
 	p := &Pipeline{
 		cfg: cfg, log: set.Logger, store: set.Store, analyzer: set.Analyzer, now: set.Now,
-		asm:     analyze.NewAssembler(cfg.Assembly),
-		counted: newCountedFindings(cfg.Assembly.RememberClosed, maxCountedFindings),
+		asm:        analyze.NewAssembler(cfg.Assembly),
+		counted:    newCountedFindings(cfg.Assembly.RememberClosed, maxCountedFindings),
+		roundSpans: maxAnalysisSpans,
 	}
 	pcfg := problems.DefaultConfig()
 	if set.Problems != nil {
@@ -222,8 +226,17 @@ func (p *Pipeline) loop() {
 	}
 }
 
+// maxAnalysisSpans bounds the spans one analysis round judges and writes
+// the results of: a tick's traces normally hold far fewer. When the
+// analysis falls behind (the drain catching up after a burst), the traces
+// due at once held 400–500 thousand spans, and their hops, their Native
+// block and the engine's insert took several hundred MB more at the peak;
+// in rounds of this size the results of one round are garbage before the
+// next is built.
+const maxAnalysisSpans = 50_000
+
 // process analyses the due traces (all of them with flush) and writes hops
-// and findings.
+// and findings, in rounds of at most maxAnalysisSpans spans.
 func (p *Pipeline) process(ctx context.Context, flush bool) error {
 	p.processMu.Lock()
 	defer p.processMu.Unlock()
@@ -231,9 +244,26 @@ func (p *Pipeline) process(ctx context.Context, flush bool) error {
 	p.mu.Lock()
 	due := p.asm.Ready(now, flush)
 	p.mu.Unlock()
-	if len(due) == 0 {
-		return nil
+	for len(due) > 0 {
+		n, spans := 0, 0
+		for n < len(due) && (n == 0 || spans+len(due[n].Spans) <= p.roundSpans) {
+			spans += len(due[n].Spans)
+			n++
+		}
+		if err := p.analyse(ctx, now, due[:n]); err != nil {
+			return err
+		}
+		// Drop the round's spans so they can be collected while the
+		// next round runs.
+		clear(due[:n])
+		due = due[n:]
 	}
+	return nil
+}
+
+// analyse judges one round of due traces and writes their hops, findings
+// and problem statistics.
+func (p *Pipeline) analyse(ctx context.Context, now time.Time, due []analyze.Assembled) error {
 	var reanalysed []schema.TraceID
 	traces := make([]*schema.Trace, len(due))
 	for i, tr := range due {
@@ -244,9 +274,9 @@ func (p *Pipeline) process(ctx context.Context, flush bool) error {
 		}
 		traces[i] = schema.NewTrace(spans)
 	}
-	// One call for all due traces: how long every caller waited is
+	// One call for the round's traces: how long every caller waited is
 	// recorded before any trace is judged, so inferred timeouts draw on
-	// the whole batch (analyze.Analyzer.Traces).
+	// the whole round (analyze.Analyzer.Traces).
 	results := p.analyzer.Traces(traces, now)
 	// Hops are several hundred bytes and a busy second has tens of
 	// thousands: size the slices once rather than grow them by doubling.

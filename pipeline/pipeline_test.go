@@ -2,9 +2,11 @@ package pipeline
 
 import (
 	"context"
+	"maps"
 	"path/filepath"
 	"slices"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
@@ -602,4 +604,57 @@ func TestReplicasShareEdgeStatistics(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, page.Findings, 1, "one finding per edge, whichever replica wrote it")
 	require.Equal(t, want[0].Evidence, page.Findings[0].Evidence, "the evidence of one node that saw every call")
+}
+
+// hopWrites is the real store, with the sizes of its hop writes recorded.
+type hopWrites struct {
+	*chsql.Store
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (h *hopWrites) WriteHops(ctx context.Context, token string, hops []schema.Hop) error {
+	h.mu.Lock()
+	h.sizes = append(h.sizes, len(hops))
+	h.mu.Unlock()
+	return h.Store.WriteHops(ctx, token, hops)
+}
+
+// TestAnalysisInRounds: traces due at once are analysed in rounds of at
+// most roundSpans spans (a trace larger than that alone), every trace is
+// analysed once, and the findings are those of the offline analysis.
+func TestAnalysisInRounds(t *testing.T) {
+	s := &hopWrites{Store: openStore(t, "pipeline_rounds")}
+	clock := time.Unix(1_800_000_000, 0)
+	p, err := New(DefaultConfig(), Settings{Store: s, Analyzer: analyze.New(analyze.DefaultConfig()), Registerer: prometheus.NewRegistry(),
+		Now: func() time.Time { return clock }})
+	require.NoError(t, err)
+	fixtures := []string{"seed000_independent_timeouts", "timeout_inversion_positive", "orphaned_work_positive", "retry_amplification_positive"}
+	var spans []schema.Span
+	var want []string
+	for _, name := range fixtures {
+		spans = append(spans, fixtureSpans(t, name)...)
+		want = append(want, goldenIDs(t, name)...)
+	}
+	sort.Strings(want)
+	perTrace := map[schema.TraceID]int{}
+	for _, sp := range spans {
+		perTrace[sp.TraceID]++
+	}
+	require.Len(t, perTrace, len(fixtures), "one trace per fixture")
+	p.roundSpans = slices.Max(slices.Collect(maps.Values(perTrace)))
+	require.NoError(t, s.WriteSpans(context.Background(), "in", spans))
+	p.Spans(spans)
+	clock = clock.Add(DefaultConfig().Assembly.Idle)
+	require.NoError(t, p.process(context.Background(), false))
+
+	require.Greater(t, len(s.sizes), 1, "more than one round")
+	total := 0
+	for _, n := range s.sizes {
+		require.LessOrEqual(t, n, p.roundSpans, "one hop per span: a round's hops are its spans")
+		total += n
+	}
+	require.Equal(t, len(spans), total, "every span analysed once")
+	require.EqualValues(t, len(perTrace), testutil.ToFloat64(p.metrics.traces))
+	require.Equal(t, want, storedIDs(t, s))
 }
