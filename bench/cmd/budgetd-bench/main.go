@@ -111,7 +111,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	otelcolLBBin := fs.String("otelcol-lb", ".cache/otelcol/otelcol-budgetd-lb", "Collector `binary` with the loadbalancing exporter, for replicas-N (make test-setup builds it)")
 	jaegerBin := fs.String("jaeger", ".cache/bin/jaeger", "Jaeger v2 `binary` (make test-setup builds it)")
 	floorRows := fs.Uint64("floor-rows", 1_000_000, "the floor's INSERT … SELECT repeats until at least this many `rows` are inserted")
-	profile := fs.String("profile", "", "write each budgetd target's CPU profile of the measured window and its heap profile at the end into this `directory`")
+	profile := fs.String("profile", "", "write each budgetd target's CPU profile of the measured load (not the drain after it) and its heap profile at the load's end into this `directory`")
 	querySpans := fs.Int("query-spans", 0, "instead of loading: fill each store engine with this many `spans` and time the API's queries")
 	queryEngines := fs.String("query-engines", "embedded,clickhouse", "comma-separated engines -query-spans fills: embedded (chDB), clickhouse (an 18.16 server the harness starts)")
 	if err := fs.Parse(args); err != nil {
