@@ -66,8 +66,13 @@ func (c clusterCase) store(t *testing.T, first *clickhousetest.Server) (*chsql.S
 	return s, db
 }
 
+// ctxT bounds one cluster case. 18.16's DDL queue runs each ON CLUSTER
+// statement on every host in turn: alone the whole TestCluster takes
+// about 200 s, but under make test's parallel load it took 546 s once and
+// two stores migrating at once ran past 2 minutes; every later case then
+// waited behind the statements still queued. A stuck queue still fails.
 func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
 }
