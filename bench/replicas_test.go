@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -20,11 +19,7 @@ import (
 func TestReplicasSpreadTheLoad(t *testing.T) {
 	root := proctest.RepoRoot(t)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "budgetd")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/budgetd")
-	build.Dir = root
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
+	bin := proctest.BuildBudgetd(t)
 	srv := clickhousetest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -38,12 +38,7 @@ const otelcolPath = ".cache/otelcol/otelcol-budgetd"
 // built without -race: the process under test is killed, not checked.
 func buildBudgetd(t testing.TB) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "budgetd")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/budgetd")
-	cmd.Dir = proctest.RepoRoot(t)
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
-	return bin
+	return proctest.BuildBudgetd(t)
 }
 
 // freeAddr returns a loopback address whose port was free a moment ago.

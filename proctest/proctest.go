@@ -33,6 +33,19 @@ func RepoRoot(t testing.TB) string {
 	}
 }
 
+// BuildBudgetd builds the repository's budgetd into the test's temporary
+// directory and returns the binary's path.
+func BuildBudgetd(t testing.TB) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "budgetd")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/budgetd")
+	build.Dir = RepoRoot(t)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
 // Tool returns the path of a tool installed by `make test-setup` (rel is
 // relative to the repository root). A missing tool fails the test: it is a
 // setup bug, not a reason to skip.

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"io"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -60,13 +58,8 @@ func TestDrainCountsInTheRateAndTheCPU(t *testing.T) {
 // the load's are, so the spans stored in it are exactly those the load got
 // acknowledged, and its CPU is theirs.
 func TestMeasureWindowHoldsTheSpansItStored(t *testing.T) {
-	root := proctest.RepoRoot(t)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "budgetd")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/budgetd")
-	build.Dir = root
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
+	bin := proctest.BuildBudgetd(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	target, err := bench.StartBudgetd(ctx, bin, dir, "budgetd embedded")
