@@ -31,16 +31,8 @@ func (s *fpSet) Len() int { return s.n }
 
 // Has reports whether fp is in the set.
 func (s *fpSet) Has(fp uint64) bool {
-	fp = nonZero(fp)
-	mask := len(s.slots) - 1
-	for i := s.home(fp); ; i = (i + 1) & mask {
-		switch s.slots[i] {
-		case fp:
-			return true
-		case 0:
-			return false
-		}
-	}
+	_, found := s.find(nonZero(fp))
+	return found
 }
 
 // Add puts fp in the set; false when it was there already.
@@ -49,17 +41,25 @@ func (s *fpSet) Add(fp uint64) bool {
 	if 4*(s.n+1) > 3*len(s.slots) {
 		s.resize(2 * len(s.slots))
 	}
+	i, found := s.find(fp)
+	if found {
+		return false
+	}
+	s.slots[i] = fp
+	s.n++
+	return true
+}
+
+// find returns fp's slot, or the empty slot that ends its run. The table
+// always has an empty slot (its load stays at most 3/4), so it ends.
+func (s *fpSet) find(fp uint64) (i int, found bool) {
 	mask := len(s.slots) - 1
-	for i := s.home(fp); ; i = (i + 1) & mask {
-		switch s.slots[i] {
-		case fp:
-			return false
-		case 0:
-			s.slots[i] = fp
-			s.n++
-			return true
+	for i = s.home(fp); s.slots[i] != 0; i = (i + 1) & mask {
+		if s.slots[i] == fp {
+			return i, true
 		}
 	}
+	return i, false
 }
 
 // Remove takes fp out of the set; false when it was not there. The
@@ -67,14 +67,11 @@ func (s *fpSet) Add(fp uint64) bool {
 // hole (backward-shift deletion: no tombstones to clean up later).
 func (s *fpSet) Remove(fp uint64) bool {
 	fp = nonZero(fp)
-	mask := len(s.slots) - 1
-	i := s.home(fp)
-	for s.slots[i] != fp {
-		if s.slots[i] == 0 {
-			return false
-		}
-		i = (i + 1) & mask
+	i, found := s.find(fp)
+	if !found {
+		return false
 	}
+	mask := len(s.slots) - 1
 	for j := (i + 1) & mask; s.slots[j] != 0; j = (j + 1) & mask {
 		// The entry at j may fill the hole at i unless its home lies
 		// cyclically in (i, j]: moving it before its home would hide it.
