@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -58,8 +59,14 @@ type Conn struct {
 	c      *connection
 	closed bool
 	mu     sync.Mutex
-	spare  spareBuffers
+	// calls counts the calls running in chDB, including those whose
+	// callers gave up on them (runCall): Close waits for them.
+	calls sync.WaitGroup
+	spare spareBuffers
 }
+
+// errClosed is the error of a call on a closed Conn.
+var errClosed = errors.New("chdb: connection closed")
 
 var _ chsql.Conn = (*Conn)(nil)
 
@@ -99,11 +106,16 @@ func Connect(dataDir string) (*Conn, error) {
 // Close implements chsql.Conn.
 func (c *Conn) Close() error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.closed {
+		c.mu.Unlock()
 		return nil
 	}
 	c.closed = true
+	c.mu.Unlock()
+	// A call whose caller gave up is still running in chDB; shutting the
+	// engine down under it crashes the process. Queries are bounded by
+	// their max_execution_time, inserts by their block.
+	c.calls.Wait()
 	engine.mu.Lock()
 	defer engine.mu.Unlock()
 	engine.refs--
@@ -123,20 +135,36 @@ func (c *Conn) run(ctx context.Context, query, format string, params chsql.Param
 	if err != nil {
 		return nil, err
 	}
-	return c.runCall(ctx, func() ([]byte, error) { return c.c.query(query, format, names, values) })
+	return c.runCall(ctx, func() ([]byte, error) { return c.c.query(query, format, names, values) }, nil)
 }
 
-// runCall runs call on its own goroutine and waits for it or for ctx.
-func (c *Conn) runCall(ctx context.Context, call func() ([]byte, error)) ([]byte, error) {
+// runCall runs call on its own goroutine and waits for it or for ctx. When
+// ctx is done already, or the Conn is closed (errClosed), it does not run
+// call and runs skipped instead, when set, to release what call would have.
+func (c *Conn) runCall(ctx context.Context, call func() ([]byte, error), skipped func()) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
+		if skipped != nil {
+			skipped()
+		}
 		return nil, err
 	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		if skipped != nil {
+			skipped()
+		}
+		return nil, errClosed
+	}
+	c.calls.Add(1)
+	c.mu.Unlock()
 	type result struct {
 		out []byte
 		err error
 	}
 	done := make(chan result, 1)
 	go func() {
+		defer c.calls.Done()
 		out, err := call()
 		done <- result{out, err}
 	}()
@@ -204,7 +232,7 @@ func (c *Conn) Insert(ctx context.Context, table string, blk *chsql.Block, dedup
 		// runCall gave up on a cancelled context: only then may it close.
 		defer f.Close()
 		return c.c.queryBytes([]byte(q), "TabSeparated")
-	})
+	}, func() { f.Close() })
 	return err
 }
 
