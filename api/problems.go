@@ -186,7 +186,7 @@ func (s *Server) problem(c *gin.Context) {
 // windowFindings reads the findings detected in w (of kind, when set),
 // newest first, up to problems.max_findings.
 func (s *Server) windowFindings(ctx context.Context, w store.Window, kind schema.Kind) ([]schema.Finding, bool, error) {
-	return store.ReadFindings(ctx, s.store, store.FindingQuery{Kind: kind, Window: w}, s.problemsCfg.MaxFindings)
+	return s.store.WindowFindings(ctx, store.FindingQuery{Kind: kind, Window: w}, s.problemsCfg.MaxFindings)
 }
 
 // groupProblems groups findings into problems, with the counts of the

@@ -456,7 +456,7 @@ func TestFindingsBoundedPerProblem(t *testing.T) {
 
 	perTrace := len(goldenIDs(t, "orphaned_work_positive"))
 	require.Positive(t, perTrace)
-	stored, _, err := store.ReadFindings(ctx, s, store.FindingQuery{}, 10_000)
+	stored, _, err := s.WindowFindings(ctx, store.FindingQuery{}, 10_000)
 	require.NoError(t, err)
 	win := store.Window{}
 	stats, err := s.ProblemStats(ctx, win)
@@ -508,7 +508,7 @@ func TestFindingsBoundedPerProblem(t *testing.T) {
 	p.Spans(again)
 	require.NoError(t, p.Flush(ctx))
 	require.EqualValues(t, 1, p.counters().Reopened)
-	mine, _, err := store.ReadFindings(ctx, s, store.FindingQuery{TraceID: dropped.String()}, 100)
+	mine, _, err := s.WindowFindings(ctx, store.FindingQuery{TraceID: dropped.String()}, 100)
 	require.NoError(t, err)
 	require.Len(t, mine, perTrace, "the re-analysed trace's findings are stored in full")
 	stats, err = s.ProblemStats(ctx, win)

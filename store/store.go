@@ -61,6 +61,11 @@ type Store interface {
 	Spans(ctx context.Context, w Window, limit int) ([]schema.Span, error)
 	// Findings returns one page of findings, newest first.
 	Findings(ctx context.Context, q FindingQuery) (FindingPage, error)
+	// WindowFindings returns the findings q selects (its Limit and Cursor
+	// aside), newest first, at most max of them, in one read; truncated
+	// says there were more. Problems and alerts group every finding of a
+	// window.
+	WindowFindings(ctx context.Context, q FindingQuery, max int) (_ []schema.Finding, truncated bool, _ error)
 	// ProblemStats returns the counts per problem and interval of the
 	// intervals that start in w, summed, ordered by problem id and
 	// interval.

@@ -152,7 +152,7 @@ func (w *Watcher) problems(ctx context.Context, now time.Time, win store.Window)
 	if err != nil {
 		return nil, false, err
 	}
-	edges, truncated, err := store.ReadFindings(ctx, w.store, store.FindingQuery{Kind: schema.KindLatencyInversion, Window: win}, w.cfg.MaxFindings)
+	edges, truncated, err := w.store.WindowFindings(ctx, store.FindingQuery{Kind: schema.KindLatencyInversion, Window: win}, w.cfg.MaxFindings)
 	if err != nil {
 		return nil, false, err
 	}
@@ -170,7 +170,7 @@ func (w *Watcher) detail(ctx context.Context, now time.Time, win store.Window, p
 	if p.Kind == schema.KindLatencyInversion {
 		return *p // grouped from its findings already
 	}
-	fs, _, err := store.ReadFindings(ctx, w.store, store.FindingQuery{Kind: p.Kind, Service: p.CalleeService, Window: win}, w.cfg.MaxFindings)
+	fs, _, err := w.store.WindowFindings(ctx, store.FindingQuery{Kind: p.Kind, Service: p.CalleeService, Window: win}, w.cfg.MaxFindings)
 	if err != nil {
 		w.log.Warn("problem notification without its evidence", "problem", p.ID, "err", err)
 		return *p

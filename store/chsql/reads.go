@@ -328,6 +328,23 @@ func (s *Store) Findings(ctx context.Context, q store.FindingQuery) (store.Findi
 	if limit < 0 || limit > store.MaxPageSize {
 		return store.FindingPage{}, fmt.Errorf("read findings: limit must be 1..%d", store.MaxPageSize)
 	}
+	return s.findingsPage(ctx, q, limit)
+}
+
+// WindowFindings implements store.Store: one page of max findings. Paging
+// through them instead chose every page's rows among all the window's
+// findings again: 100 reads of the whole window for 100,000 findings.
+func (s *Store) WindowFindings(ctx context.Context, q store.FindingQuery, max int) ([]schema.Finding, bool, error) {
+	if max <= 0 {
+		return nil, false, fmt.Errorf("read findings: max must be > 0, got %d", max)
+	}
+	q.Cursor = ""
+	page, err := s.findingsPage(ctx, q, max)
+	return page.Findings, page.Next != "", err
+}
+
+// findingsPage reads one page of limit findings (after q.Cursor, when set).
+func (s *Store) findingsPage(ctx context.Context, q store.FindingQuery, limit int) (store.FindingPage, error) {
 	dedup, err := s.anyReanalysed(ctx, q.Window.SinceNs)
 	if err != nil {
 		return store.FindingPage{}, err

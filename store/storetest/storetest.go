@@ -436,6 +436,22 @@ func testFindingFilters(t *testing.T, h Harness) {
 		require.Equal(t, 3, pages)
 		require.Equal(t, newestFirst(all), got, "pages neither skip nor repeat")
 	})
+	t.Run("window findings in one read", func(t *testing.T) {
+		got, truncated, err := s.WindowFindings(ctx, store.FindingQuery{Limit: 3, Cursor: "ignored"}, 100)
+		require.NoError(t, err)
+		require.False(t, truncated)
+		require.Equal(t, newestFirst(all), ids(got), "every finding, newest first; Limit and Cursor are a page's")
+		got, truncated, err = s.WindowFindings(ctx, store.FindingQuery{Kind: schema.KindOrphanedWork}, 3)
+		require.NoError(t, err)
+		require.True(t, truncated, "8 findings, at most 3")
+		require.Equal(t, newestFirst(filter(func(f schema.Finding) bool { return f.Kind == schema.KindOrphanedWork }))[:3], ids(got))
+		got, truncated, err = s.WindowFindings(ctx, store.FindingQuery{}, len(all))
+		require.NoError(t, err)
+		require.False(t, truncated, "exactly max findings is not more")
+		require.Len(t, got, len(all))
+		_, _, err = s.WindowFindings(ctx, store.FindingQuery{}, 0)
+		require.Error(t, err)
+	})
 	t.Run("bad cursor", func(t *testing.T) {
 		_, err := s.Findings(ctx, store.FindingQuery{Cursor: "not a cursor!"})
 		require.ErrorIs(t, err, store.ErrBadCursor)
@@ -469,6 +485,13 @@ func testFindingFilters(t *testing.T, h Harness) {
 		require.Equal(t, 1, seen[edge.ID], "the restated finding is shown once")
 		require.Len(t, seen, len(all)+1)
 		require.Equal(t, 950.0, first.Evidence["p99_ms"], "as its newest row")
+
+		window, truncated, err := s.WindowFindings(ctx, store.FindingQuery{}, len(all)+1)
+		require.NoError(t, err)
+		require.False(t, truncated)
+		require.Len(t, window, len(all)+1, "the restated finding is read once")
+		require.Equal(t, edge.ID, window[0].ID, "newest first")
+		require.Equal(t, 950.0, window[0].Evidence["p99_ms"], "as its newest row")
 	})
 }
 
