@@ -2,48 +2,31 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"sort"
 	"time"
 
 	"github.com/budgetd/budgetd/analyze"
+	"github.com/budgetd/budgetd/api"
+	"github.com/budgetd/budgetd/problems"
 	"github.com/budgetd/budgetd/schema"
 	"github.com/budgetd/budgetd/store"
 	"github.com/budgetd/budgetd/store/chsql"
 	"github.com/budgetd/budgetd/store/storetest"
 )
 
-// Fill writes total spans (10-span traces, analysed: hops and findings too)
-// into st in batches, the way budgetd serve would have stored them.
+// Fill writes total spans (10-span traces, analysed: hops, findings and
+// problem stats too) into st in batches, the way budgetd serve would have
+// stored them.
 func Fill(ctx context.Context, st *chsql.Store, total, batch int) error {
-	a := analyze.New(analyze.DefaultConfig())
-	now := time.Now()
-	for done, seed := 0, uint64(1); done < total; seed++ {
+	f := newFiller(st, 0)
+	for done := 0; done < total; {
 		n := min(batch, total-done)
-		spans := storetest.SpanBatch(seed, n)
-		byTrace := map[schema.TraceID][]schema.Span{}
-		for _, s := range spans {
-			byTrace[s.TraceID] = append(byTrace[s.TraceID], s)
-		}
-		var hops []schema.Hop
-		var findings []schema.Finding
-		for _, ts := range byTrace {
-			r := a.Trace(schema.NewTrace(ts), now)
-			for i := range r.Hops {
-				r.Hops[i].AnalyzedNs = uint64(now.UnixNano()) // as the pipeline stamps them
-			}
-			hops = append(hops, r.Hops...)
-			findings = append(findings, r.Findings...)
-		}
-		token := fmt.Sprintf("fill-%d", seed)
-		if err := st.WriteSpans(ctx, token, spans); err != nil {
-			return err
-		}
-		if err := st.WriteHops(ctx, token, hops); err != nil {
-			return err
-		}
-		if err := st.WriteFindings(ctx, token, findings); err != nil {
+		if err := f.write(ctx, n); err != nil {
 			return err
 		}
 		done += n
@@ -51,11 +34,122 @@ func Fill(ctx context.Context, st *chsql.Store, total, batch int) error {
 	return nil
 }
 
+// filler writes generated batches as budgetd's pipeline would: the spans,
+// then their analysis. Each batch has its own seed, so its trace ids are
+// new; its spans start at 2026-11-01 12:00, 1 ms apart, like every other
+// batch's (storetest.SpanBatch), inside the hour Queries reads.
+type filler struct {
+	st       *chsql.Store
+	analyzer *analyze.Analyzer
+	interval time.Duration
+	seed     uint64 // the last batch's
+}
+
+func newFiller(st *chsql.Store, seed uint64) *filler {
+	return &filler{st: st, analyzer: analyze.New(analyze.DefaultConfig()), interval: problems.DefaultConfig().TrendInterval, seed: seed}
+}
+
+func (f *filler) write(ctx context.Context, n int) error {
+	f.seed++
+	spans := storetest.SpanBatch(f.seed, n)
+	// Analysed when the pipeline would: once the batch's traces have been
+	// idle for assembly's idle period. Findings are read by when they were
+	// detected, so a wall-clock stamp would put them outside every window
+	// the spans are in.
+	var last uint64
+	for _, s := range spans {
+		last = max(last, s.EndNs)
+	}
+	now := time.Unix(0, int64(last)).Add(analyze.DefaultAssemblerConfig().Idle)
+	byTrace := map[schema.TraceID][]schema.Span{}
+	for _, s := range spans {
+		byTrace[s.TraceID] = append(byTrace[s.TraceID], s)
+	}
+	var hops []schema.Hop
+	var findings []schema.Finding
+	for _, ts := range byTrace {
+		r := f.analyzer.Trace(schema.NewTrace(ts), now)
+		for i := range r.Hops {
+			r.Hops[i].AnalyzedNs = uint64(now.UnixNano()) // as the pipeline stamps them
+		}
+		hops = append(hops, r.Hops...)
+		findings = append(findings, r.Findings...)
+	}
+	token := fmt.Sprintf("fill-%d", f.seed)
+	if err := f.st.WriteSpans(ctx, token, spans); err != nil {
+		return err
+	}
+	if err := f.st.WriteHops(ctx, token, hops); err != nil {
+		return err
+	}
+	if err := f.st.WriteFindings(ctx, token, findings); err != nil {
+		return err
+	}
+	return f.st.WriteProblemStats(ctx, token, problems.StatsOf(findings, f.interval))
+}
+
+// Ingest keeps writing generated batches into a store at a set rate while
+// reads are timed: one batch a second, as budgetd's drainer and analysis
+// rounds write (spans, hops, findings, problem stats), analysis included.
+// It is the store's side of ingest; decoding and the write-ahead log are
+// not in it.
+type Ingest struct {
+	stop    chan struct{}
+	done    chan struct{}
+	started time.Time
+	spans   int
+	err     error
+}
+
+// ingestSeed starts the ingest's batches far from the fill's, so their
+// trace ids are new.
+const ingestSeed = 1 << 32
+
+// StartIngest writes spansPerSecond spans a second into st until Stop.
+func StartIngest(ctx context.Context, st *chsql.Store, spansPerSecond int) *Ingest {
+	in := &Ingest{stop: make(chan struct{}), done: make(chan struct{}), started: time.Now()}
+	go func() {
+		defer close(in.done)
+		f := newFiller(st, ingestSeed)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			if in.err = f.write(ctx, spansPerSecond); in.err != nil {
+				return
+			}
+			in.spans += spansPerSecond
+			select {
+			case <-in.stop:
+				return
+			case <-tick.C: // a batch that took over a second is followed at once: the rate falls
+			}
+		}
+	}()
+	return in
+}
+
+// Stop ends the ingest once the batch it is writing is written (the first
+// is started at once, so there is at least one) and returns the spans it
+// wrote and the rate it kept, in spans a second: less than asked when the
+// store could not take a batch a second.
+func (in *Ingest) Stop() (spans int, perSecond float64, err error) {
+	close(in.stop)
+	<-in.done
+	return in.spans, float64(in.spans) / time.Since(in.started).Seconds(), in.err
+}
+
 // Queries measures the API's store reads on a filled store: trace by id,
-// the first page of findings, and the path and edge aggregates over the hour
-// the generated spans cover.
+// the first page of findings, the path and edge aggregates over the hour
+// the generated spans cover, and the problems list of that hour as the API
+// serves it (GET /api/v1/problems: the window's findings, the paths
+// aggregate and the problem stats, grouped and encoded).
 func Queries(ctx context.Context, st *chsql.Store, runs int) (map[string][2]time.Duration, error) {
-	w := store.WindowOf(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC), time.Date(2026, 11, 1, 13, 0, 0, 0, time.UTC))
+	since, until := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC), time.Date(2026, 11, 1, 13, 0, 0, 0, time.UTC)
+	w := store.WindowOf(since, until)
+	srv, err := api.New(api.DefaultConfig(), api.Settings{Store: st, Now: func() time.Time { return until }})
+	if err != nil {
+		return nil, err
+	}
 	spans, err := st.Spans(ctx, w, 1000)
 	if err != nil {
 		return nil, err
@@ -97,6 +191,24 @@ func Queries(ctx context.Context, st *chsql.Store, runs int) (map[string][2]time
 		"edges, 1 h": func() error {
 			_, err := st.Edges(ctx, w, 100)
 			return err
+		},
+		"problems, 1 h": func() error {
+			rec := httptest.NewRecorder()
+			// The API's longest timeout, so a slow list is timed, not refused.
+			srv.Handler().ServeHTTP(rec, httptest.NewRequestWithContext(ctx, http.MethodGet, "/api/v1/problems?timeout=60s", nil))
+			if rec.Code != http.StatusOK {
+				return fmt.Errorf("GET /api/v1/problems: %d %s", rec.Code, rec.Body)
+			}
+			var page struct {
+				Problems []json.RawMessage `json:"problems"`
+			}
+			if err := json.Unmarshal(rec.Body.Bytes(), &page); err != nil {
+				return err
+			}
+			if len(page.Problems) == 0 { // the fill's traces have findings
+				return fmt.Errorf("GET /api/v1/problems listed no problem")
+			}
+			return nil
 		},
 	}
 	out := map[string][2]time.Duration{}

@@ -12,9 +12,11 @@ import (
 	"github.com/budgetd/budgetd/store/embedded"
 )
 
-// TestQueriesOnAFilledStore runs the query mode on a small fill: every
-// query answers, the trace view finds the hops of the traces it reads, and
-// every table the fill writes has bytes on disk. On an empty store the mode
+// TestQueriesOnAFilledStore runs the query mode on a small fill, under
+// ingest: every query answers, the trace view finds the hops of the traces
+// it reads, the problems list lists problems, the store holds exactly the
+// fill's spans and those the ingest counted, and every table the fill writes
+// has bytes on disk. On an empty store the mode
 // refuses to time reads of nothing.
 func TestQueriesOnAFilledStore(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -29,9 +31,18 @@ func TestQueriesOnAFilledStore(t *testing.T) {
 	require.ErrorContains(t, err, "no spans stored")
 
 	require.NoError(t, Fill(ctx, st, 20_000, 10_000))
+	in := StartIngest(ctx, st, 2_000)
 	lat, err := Queries(ctx, st, 3)
+	ingested, rate, ingestErr := in.Stop() // before the store closes
 	require.NoError(t, err)
-	require.ElementsMatch(t, []string{"trace by id", "trace view", "findings first page", "paths, 1 h", "edges, 1 h"}, slices.Collect(maps.Keys(lat)))
+	err = ingestErr
+	require.NoError(t, err)
+	require.Positive(t, ingested)
+	require.Positive(t, rate)
+	stored, err := st.CountRows(ctx, "spans")
+	require.NoError(t, err)
+	require.EqualValues(t, 20_000+ingested, stored, "the fill's spans and every span the ingest counted")
+	require.ElementsMatch(t, []string{"trace by id", "trace view", "findings first page", "paths, 1 h", "edges, 1 h", "problems, 1 h"}, slices.Collect(maps.Keys(lat)))
 	for name, p := range lat {
 		require.Positive(t, p[0], name)
 		require.GreaterOrEqual(t, p[1], p[0], name)
@@ -39,7 +50,7 @@ func TestQueriesOnAFilledStore(t *testing.T) {
 
 	tables, err := BytesPerSpan(ctx, st)
 	require.NoError(t, err)
-	for _, name := range []string{"spans", "trace_index", "hops", "findings"} {
+	for _, name := range []string{"spans", "trace_index", "hops", "findings", "problem_stats"} {
 		require.Positive(t, tables[name], name)
 	}
 	t.Logf("bytes per span by table: %v", tables)

@@ -114,11 +114,15 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	profile := fs.String("profile", "", "write each budgetd target's CPU profile of the measured load (not the drain after it) and its heap profile at the load's end into this `directory`")
 	querySpans := fs.Int("query-spans", 0, "instead of loading: fill each store engine with this many `spans` and time the API's queries")
 	queryEngines := fs.String("query-engines", "embedded,clickhouse", "comma-separated engines -query-spans fills: embedded (chDB), clickhouse (an 18.16 server the harness starts)")
+	queryIngest := fs.Int("query-ingest", 0, "with -query-spans: keep writing this many `spans` a second (analysed, in one batch a second) into the store while its queries are timed; 0 times them on an idle store")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *querySpans > 0 {
-		return runQueries(ctx, out, *querySpans, strings.Split(*queryEngines, ","))
+		if *queryIngest < 0 {
+			return fmt.Errorf("-query-ingest: want spans a second ≥ 0, got %d", *queryIngest)
+		}
+		return runQueries(ctx, out, *querySpans, *queryIngest, strings.Split(*queryEngines, ","))
 	}
 	// Targets run in their own directories: binaries must be absolute.
 	lbConfig := lbCollectorConfig
@@ -552,8 +556,9 @@ func machine() string {
 
 // runQueries fills each of the named engines (embedded, clickhouse: a
 // ClickHouse server it starts) with n spans and prints the query latencies
-// and bytes per span.
-func runQueries(ctx context.Context, out io.Writer, n int, names []string) error {
+// and bytes per span; with ingest > 0, the latencies while ingest spans a
+// second are written into the same store.
+func runQueries(ctx context.Context, out io.Writer, n, ingest int, names []string) error {
 	work, err := os.MkdirTemp("", "budgetd-bench-q-")
 	if err != nil {
 		return err
@@ -586,7 +591,7 @@ func runQueries(ctx context.Context, out io.Writer, n int, names []string) error
 		}
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "engine\tspans\tload s\tbytes/span spans+index / all\ttrace by id p50/p99 ms\ttrace view p50/p99 ms\tfindings p50/p99 ms\tpaths 1h p50/p99 ms\tedges 1h p50/p99 ms\t\n")
+	fmt.Fprintf(tw, "engine\tspans\tload s\tingest spans/s\tbytes/span spans+index / all\ttrace by id p50/p99 ms\ttrace view p50/p99 ms\tfindings p50/p99 ms\tpaths 1h p50/p99 ms\tedges 1h p50/p99 ms\tproblems 1h p50/p99 ms\t\n")
 	for _, e := range engines {
 		st, err := e.open()
 		if err != nil {
@@ -599,7 +604,17 @@ func runQueries(ctx context.Context, out io.Writer, n int, names []string) error
 			return err
 		}
 		load := time.Since(t0)
+		var in *bench.Ingest
+		if ingest > 0 {
+			in = bench.StartIngest(ctx, st, ingest)
+		}
 		lat, err := bench.Queries(ctx, st, 21)
+		kept := 0.0
+		if in != nil { // stopped before the store closes
+			_, rate, ingestErr := in.Stop()
+			err = errors.Join(err, ingestErr)
+			kept = rate
+		}
 		if err != nil {
 			st.Close()
 			return err
@@ -620,11 +635,11 @@ func runQueries(ctx context.Context, out io.Writer, n int, names []string) error
 		ms := func(k string) string {
 			return fmt.Sprintf("%.1f / %.1f", float64(lat[k][0].Microseconds())/1000, float64(lat[k][1].Microseconds())/1000)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.1f / %.1f\t%s\t%s\t%s\t%s\t%s\t\n", e.name, n, load.Seconds(), bps, all,
-			ms("trace by id"), ms("trace view"), ms("findings first page"), ms("paths, 1 h"), ms("edges, 1 h"))
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.0f\t%.1f / %.1f\t%s\t%s\t%s\t%s\t%s\t%s\t\n", e.name, n, load.Seconds(), kept, bps, all,
+			ms("trace by id"), ms("trace view"), ms("findings first page"), ms("paths, 1 h"), ms("edges, 1 h"), ms("problems, 1 h"))
 		// Also at once, so a failure on the next engine loses nothing.
-		fmt.Fprintf(out, "%s: load %.0f s, %.1f / %.1f bytes/span, trace by id %s, trace view %s, findings %s, paths %s, edges %s ms\n", e.name,
-			load.Seconds(), bps, all, ms("trace by id"), ms("trace view"), ms("findings first page"), ms("paths, 1 h"), ms("edges, 1 h"))
+		fmt.Fprintf(out, "%s: load %.0f s, ingest %.0f spans/s, %.1f / %.1f bytes/span, trace by id %s, trace view %s, findings %s, paths %s, edges %s, problems %s ms\n", e.name,
+			load.Seconds(), kept, bps, all, ms("trace by id"), ms("trace view"), ms("findings first page"), ms("paths, 1 h"), ms("edges, 1 h"), ms("problems, 1 h"))
 		fmt.Fprintf(out, "%s: bytes per span by table: %s\n", e.name, strings.Join(byTable, ", "))
 	}
 	return tw.Flush()

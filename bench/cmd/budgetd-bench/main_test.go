@@ -77,6 +77,6 @@ func TestMeasureWindowHoldsTheSpansItStored(t *testing.T) {
 // TestQueryEnginesRefusesAnUnknownEngine: a misspelt -query-engines fails
 // before any store is filled.
 func TestQueryEnginesRefusesAnUnknownEngine(t *testing.T) {
-	err := runQueries(context.Background(), io.Discard, 10, []string{"embeded"})
+	err := runQueries(context.Background(), io.Discard, 10, 0, []string{"embeded"})
 	require.ErrorContains(t, err, `unknown engine "embeded"`)
 }
