@@ -19,9 +19,9 @@ import (
 	"github.com/budgetd/budgetd/store/storetest"
 )
 
-// Fill writes total spans (10-span traces, analysed: hops, findings and
-// problem stats too) into st in batches, the way budgetd serve would have
-// stored them.
+// Fill writes total spans (10-span traces, analysed: hops, problem stats
+// and example findings too) into st in batches, the way budgetd serve would
+// have stored them.
 func Fill(ctx context.Context, st *chsql.Store, total, batch int) error {
 	f := newFiller(st, 0)
 	for done := 0; done < total; {
@@ -36,22 +36,37 @@ func Fill(ctx context.Context, st *chsql.Store, total, batch int) error {
 
 // filler writes generated batches as budgetd's pipeline would: the spans,
 // then their analysis. Each batch has its own seed, so its trace ids are
-// new; its spans start at 2026-11-01 12:00, 1 ms apart, like every other
-// batch's (storetest.SpanBatch), inside the hour Queries reads.
+// new; its spans are 1 ms apart within the hour from 2026-11-01 12:00,
+// the hour Queries reads.
 type filler struct {
 	st       *chsql.Store
 	analyzer *analyze.Analyzer
+	examples *problems.Examples
 	interval time.Duration
 	seed     uint64 // the last batch's
 }
 
 func newFiller(st *chsql.Store, seed uint64) *filler {
-	return &filler{st: st, analyzer: analyze.New(analyze.DefaultConfig()), interval: problems.DefaultConfig().TrendInterval, seed: seed}
+	cfg := problems.DefaultConfig()
+	return &filler{st: st, analyzer: analyze.New(analyze.DefaultConfig()), examples: problems.NewExamples(cfg), interval: cfg.TrendInterval, seed: seed}
 }
 
 func (f *filler) write(ctx context.Context, n int) error {
 	f.seed++
 	spans := storetest.SpanBatch(f.seed, n)
+	// Every generated batch starts at 12:00, 1 ms a span; batch after batch
+	// they are laid end to end over the hour instead, wrapping around, so
+	// the hour's findings fall into all of its trend intervals, as they do
+	// when traffic is steady.
+	hour := uint64(time.Hour / time.Millisecond)
+	shift := (f.seed - 1) * uint64(n) % (hour - uint64(n)%hour) * uint64(time.Millisecond)
+	for i := range spans {
+		spans[i].StartNs += shift
+		spans[i].EndNs += shift
+		for j := range spans[i].Events {
+			spans[i].Events[j].TimeNs += shift
+		}
+	}
 	// Analysed when the pipeline would: once the batch's traces have been
 	// idle for assembly's idle period. Findings are read by when they were
 	// detected, so a wall-clock stamp would put them outside every window
@@ -82,10 +97,14 @@ func (f *filler) write(ctx context.Context, n int) error {
 	if err := f.st.WriteHops(ctx, token, hops); err != nil {
 		return err
 	}
-	if err := f.st.WriteFindings(ctx, token, findings); err != nil {
+	// Like the pipeline: every finding counts in its problem's stats, and
+	// the findings table keeps problems.examples_per_interval of each.
+	stats := problems.StatsOf(findings, f.interval)
+	examples, _ := f.examples.Keep(findings, nil)
+	if err := f.st.WriteFindings(ctx, token, examples); err != nil {
 		return err
 	}
-	return f.st.WriteProblemStats(ctx, token, problems.StatsOf(findings, f.interval))
+	return f.st.WriteProblemStats(ctx, token, stats)
 }
 
 // Ingest keeps writing generated batches into a store at a set rate while

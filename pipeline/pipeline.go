@@ -105,7 +105,7 @@ type Pipeline struct {
 	counted *countedFindings
 	// examples bounds the findings stored in full; interval is the
 	// problems' trend interval, their stats' unit.
-	examples *examples
+	examples *problems.Examples
 	interval time.Duration
 	// replica names this process in the edge states it shares: random per
 	// process, so a restarted replica merges its predecessor's states as
@@ -135,7 +135,7 @@ func New(cfg Config, set Settings) (*Pipeline, error) {
 	if set.Problems != nil {
 		pcfg = *set.Problems
 	}
-	p.examples, p.interval = newExamples(pcfg), pcfg.TrendInterval
+	p.examples, p.interval = problems.NewExamples(pcfg), pcfg.TrendInterval
 	var err error
 	if p.replica, err = newToken(); err != nil {
 		return nil, err
@@ -308,7 +308,7 @@ func (p *Pipeline) analyse(ctx context.Context, now time.Time, due []analyze.Ass
 	for _, id := range reanalysed {
 		again[id.String()] = true
 	}
-	findings, dropped := p.examples.keep(findings, again)
+	findings, dropped := p.examples.Keep(findings, again)
 	p.metrics.findingsCountedOnly.Add(float64(dropped))
 	// Re-opened traces are recorded before their new hops, so reads never
 	// see two analyses of a span without knowing to keep the latest.

@@ -1,23 +1,22 @@
-package pipeline
+package problems
 
 import (
 	"sync"
 	"time"
 
-	"github.com/budgetd/budgetd/problems"
 	"github.com/budgetd/budgetd/schema"
 )
 
-// examples bounds the findings stored in full: per problem and interval
+// Examples bounds the findings stored in full: per problem and interval
 // (problems.trend_interval) at most problems.examples_per_interval trace
 // findings are written to the findings table; the rest are counted in the
-// problem's stats only (problems.StatsOf), so the findings table does not
-// grow with traffic. Edge findings are one per edge and always kept, and so
-// are the findings of re-analysed traces (keep).
+// problem's stats only (StatsOf), so the findings table does not grow with
+// traffic. Edge findings are one per edge and always kept, and so
+// are the findings of re-analysed traces (Keep).
 //
 // The counts are this process's: each replica keeps its own examples, and
 // a restart starts the current interval's count again.
-type examples struct {
+type Examples struct {
 	mu       sync.Mutex
 	per      int
 	interval time.Duration
@@ -28,7 +27,7 @@ type examples struct {
 }
 
 type exampleKey struct {
-	problem problems.Key // the fingerprint, not its hash: no hashing per finding
+	problem Key // the fingerprint, not its hash: no hashing per finding
 	start   int64
 }
 
@@ -37,15 +36,17 @@ type exampleKey struct {
 // cannot count).
 const maxExampleKeys = 100_000
 
-func newExamples(cfg problems.Config) *examples {
-	return &examples{per: cfg.ExamplesPerInterval, interval: cfg.TrendInterval, kept: map[exampleKey]int{}}
+// NewExamples returns an empty Examples for cfg's examples_per_interval
+// and trend_interval.
+func NewExamples(cfg Config) *Examples {
+	return &Examples{per: cfg.ExamplesPerInterval, interval: cfg.TrendInterval, kept: map[exampleKey]int{}}
 }
 
-// keep returns the findings to store in full, in order, and how many it
+// Keep returns the findings to store in full, in order, and how many it
 // left out. The findings of a re-analysed trace (reanalysed, by trace id)
 // are all kept: reads show only a re-analysed trace's latest findings, so
 // they replace what its first analysis stored.
-func (e *examples) keep(fs []schema.Finding, reanalysed map[string]bool) (kept []schema.Finding, dropped int) {
+func (e *Examples) Keep(fs []schema.Finding, reanalysed map[string]bool) (kept []schema.Finding, dropped int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	kept = fs[:0:0]
@@ -57,7 +58,7 @@ func (e *examples) keep(fs []schema.Finding, reanalysed map[string]bool) (kept [
 		}
 		start := f.DetectedAt.UnixNano() - f.DetectedAt.UnixNano()%int64(e.interval)
 		e.forget(start)
-		k := exampleKey{problems.Fingerprint(*f), start}
+		k := exampleKey{Fingerprint(*f), start}
 		n, tracked := e.kept[k]
 		switch {
 		case !tracked && len(e.kept) >= maxExampleKeys:
@@ -74,7 +75,7 @@ func (e *examples) keep(fs []schema.Finding, reanalysed map[string]bool) (kept [
 
 // forget drops the counts of intervals before the one preceding start,
 // once start is the newest interval seen.
-func (e *examples) forget(start int64) {
+func (e *Examples) forget(start int64) {
 	if start <= e.newest {
 		return
 	}
