@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,4 +27,44 @@ func TestCloseWaitsForCallsItsCallersLeft(t *testing.T) {
 	require.NoError(t, c.Close())
 	err = c.Exec(t.Context(), "SELECT 1", nil)
 	require.ErrorIs(t, err, errClosed)
+}
+
+// TestInsertsDoNotWaitForReads: chDB runs one statement at a time on a
+// connection, so on a shared one the write path's inserts waited behind
+// every read the API ran. An insert must finish while a slow read is
+// still running.
+func TestInsertsDoNotWaitForReads(t *testing.T) {
+	c, err := Connect(t.TempDir())
+	require.NoError(t, err)
+	defer c.Close()
+	ctx := t.Context()
+	require.NoError(t, c.Exec(ctx, "CREATE DATABASE IF NOT EXISTS nat", nil))
+	require.NoError(t, c.Exec(ctx, `CREATE TABLE nat.t (s LowCardinality(String), i8 Int8, u8 UInt8, u32 UInt32, u64 UInt64,
+		f Float64, nf Nullable(Float64), as Array(LowCardinality(String)), au8 Array(UInt8), au64 Array(UInt64), af Array(Float64),
+		aas Array(Array(String)), aau8 Array(Array(UInt8))) ENGINE = MergeTree ORDER BY tuple()`, nil))
+
+	read := make(chan error, 1)
+	go func() { // about 6 s in chDB
+		read <- c.Exec(ctx, "SELECT sleepEachRow(0.75) FROM numbers(8) SETTINGS max_block_size = 1", nil)
+	}()
+	// Wait until the read runs, asking on the insert connection (the read
+	// connection is busy with it).
+	require.Eventually(t, func() bool {
+		out, err := c.w.queryBytes([]byte("SELECT count() FROM system.processes WHERE query LIKE 'SELECT sleepEachRow%'"), "TabSeparated")
+		return err == nil && strings.TrimSpace(string(out)) == "1"
+	}, 5*time.Second, 10*time.Millisecond)
+
+	require.NoError(t, c.Insert(ctx, "nat.t", nativeBlock(), "tok-1"))
+	select {
+	case err := <-read:
+		t.Fatalf("the insert finished after the read (%v): it waited for it", err)
+	default:
+	}
+	require.NoError(t, <-read)
+	n, err := c.Query(ctx, "SELECT count() FROM nat.t", nil)
+	require.NoError(t, err)
+	require.True(t, n.Next())
+	var rows uint64
+	require.NoError(t, n.Scan(&rows))
+	require.EqualValues(t, 2, rows, "the read connection sees what the insert connection wrote")
 }

@@ -47,16 +47,24 @@ func Open(ctx context.Context, cfg Config) (*chsql.Store, error) {
 // engine is the process's single chDB instance. chDB runs one embedded server
 // per process, bound to one data directory, so every Conn shares it; the last
 // Close shuts it down.
+//
+// It has two connections to that server: chDB runs one statement at a time
+// on a connection, and with one, every insert of the write path waited
+// behind whatever read the API was running (an insert of ten rows took
+// 3 s behind a 3 s read). Inserts have their own connection; reads, DDL
+// and the rest share the other.
 var engine struct {
-	mu   sync.Mutex
-	conn *connection
-	dir  string
-	refs int
+	mu     sync.Mutex
+	conn   *connection // reads and statements
+	writer *connection // inserts
+	dir    string
+	refs   int
 }
 
 // Conn is a chsql.Conn on the process's chDB engine.
 type Conn struct {
-	c      *connection
+	c      *connection // reads and statements
+	w      *connection // inserts
 	closed bool
 	mu     sync.Mutex
 	// calls counts the calls running in chDB, including those whose
@@ -89,18 +97,24 @@ func Connect(dataDir string) (*Conn, error) {
 			return nil, fmt.Errorf("open chdb at %s: this process already runs chdb at %s", abs, engine.dir)
 		}
 		engine.refs++
-		return &Conn{c: engine.conn}, nil
+		return &Conn{c: engine.conn, w: engine.writer}, nil
 	}
 	if err := os.MkdirAll(abs, 0o750); err != nil {
 		return nil, fmt.Errorf("open chdb: %w", err)
 	}
 	// Integers are written unquoted in JSON so they scan into Go integers.
-	c, err := openConnection(lib, abs, []string{"--output_format_json_quote_64bit_integers=0"})
+	settings := []string{"--output_format_json_quote_64bit_integers=0"}
+	c, err := openConnection(lib, abs, settings)
 	if err != nil {
 		return nil, err
 	}
-	engine.conn, engine.dir, engine.refs = c, abs, 1
-	return &Conn{c: c}, nil
+	w, err := openConnection(lib, abs, settings) // the same server: a second session on it
+	if err != nil {
+		c.close()
+		return nil, err
+	}
+	engine.conn, engine.writer, engine.dir, engine.refs = c, w, abs, 1
+	return &Conn{c: c, w: w}, nil
 }
 
 // Close implements chsql.Conn.
@@ -120,8 +134,9 @@ func (c *Conn) Close() error {
 	defer engine.mu.Unlock()
 	engine.refs--
 	if engine.refs == 0 {
-		engine.conn.close()
-		engine.conn, engine.dir = nil, ""
+		engine.writer.close()
+		engine.conn.close() // the last connection shuts the server down
+		engine.conn, engine.writer, engine.dir = nil, nil, ""
 	}
 	return nil
 }
@@ -231,7 +246,7 @@ func (c *Conn) Insert(ctx context.Context, table string, blk *chsql.Block, dedup
 		// chDB reads the file until the call returns, which may be after
 		// runCall gave up on a cancelled context: only then may it close.
 		defer f.Close()
-		return c.c.queryBytes([]byte(q), "TabSeparated")
+		return c.w.queryBytes([]byte(q), "TabSeparated")
 	}, func() { f.Close() })
 	return err
 }
