@@ -193,13 +193,9 @@ func (s *Server) windowFindings(ctx context.Context, w store.Window, kind schema
 // window's problem stats (only problem's, when it is set) and each path's
 // requests in w for their share.
 func (s *Server) groupProblems(ctx context.Context, w store.Window, findings []schema.Finding, problem string) ([]problems.Problem, error) {
-	paths, err := s.store.Paths(ctx, w, s.cfg.MaxRows)
+	requests, err := s.store.PathRequests(ctx, w, s.cfg.MaxRows)
 	if err != nil {
 		return nil, err
-	}
-	requests := make(map[string]uint64, len(paths))
-	for _, p := range paths {
-		requests[p.Path] = p.Requests
 	}
 	stats, err := s.store.ProblemStats(ctx, store.FromIntervalStart(w, s.problemsCfg.TrendInterval))
 	if err != nil {

@@ -78,6 +78,12 @@ type Store interface {
 	// Paths aggregates hops per call path over a window, and counts the
 	// findings detected on each path in it (see PathStats.FindingsByKind).
 	Paths(ctx context.Context, w Window, limit int) ([]PathStats, error)
+	// PathRequests counts the requests of each call path over a window as
+	// Paths does (PathStats.Requests), the paths with the most first, at
+	// most limit of them: the shares of the problems list need no more,
+	// and leaving out Paths' quantiles and finding counts makes it the
+	// cheaper read.
+	PathRequests(ctx context.Context, w Window, limit int) (map[string]uint64, error)
 	// Edges aggregates calls per caller→callee edge over a window.
 	Edges(ctx context.Context, w Window, limit int) ([]EdgeStats, error)
 	// Totals counts requests and findings over a window (see

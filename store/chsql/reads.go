@@ -475,8 +475,7 @@ func (s *Store) Paths(ctx context.Context, w store.Window, limit int) ([]store.P
 	pick := func(entry, call string) string {
 		return "if(countIf(" + entryHop + ") > 0, " + entry + ", " + call + ")"
 	}
-	q := "SELECT path, hex(cityHash64(path)), " +
-		pick("countIf("+entryHop+")", "countIf("+callHop+")") + " AS requests, " +
+	q := "SELECT path, hex(cityHash64(path)), " + pathRequests + " AS requests, " +
 		pick("countIf("+entryHop+" AND is_error = 1)", "countIf("+callHop+" AND is_error = 1)") + ", " +
 		pick("quantilesIf(0.5, 0.99)(duration_ns / 1000000, "+entryHop+")", "quantilesIf(0.5, 0.99)(duration_ns / 1000000, "+callHop+")") + ", " +
 		"quantileIf(0.5)(budget_ms, " + entryHop + "), sum(orphaned_ms), " +
@@ -547,6 +546,35 @@ func (s *Store) Paths(ctx context.Context, w store.Window, limit int) ([]store.P
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read findings per path: %w", err)
+	}
+	return out, nil
+}
+
+// pathRequests is a path's requests: its entry hops, or the calls to it
+// when it has none (see Paths).
+const pathRequests = "if(countIf(" + entryHop + ") > 0, countIf(" + entryHop + "), countIf(" + callHop + "))"
+
+// PathRequests implements store.Store.
+func (s *Store) PathRequests(ctx context.Context, w store.Window, limit int) (map[string]uint64, error) {
+	dedup, err := s.anyReanalysed(ctx, w.SinceNs)
+	if err != nil {
+		return nil, err
+	}
+	q := "SELECT path, " + pathRequests + " AS requests FROM " +
+		s.latestHops("path, "+hopKindCols, "start_ns >= {since:UInt64} AND start_ns <= {until:UInt64}", dedup) +
+		" GROUP BY path HAVING requests > 0 ORDER BY requests DESC, path LIMIT " + strconv.Itoa(clampLimit(limit, 10_000))
+	out := make(map[string]uint64)
+	err = s.eachRow(ctx, q, Params{P("since", w.SinceNs), P("until", w.Until())}, func(r Rows) error {
+		var path string
+		var n uint64
+		if err := r.Scan(&path, &n); err != nil {
+			return err
+		}
+		out[path] = n
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read path requests: %w", err)
 	}
 	return out, nil
 }

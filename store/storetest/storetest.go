@@ -792,6 +792,13 @@ func testAggregates(t *testing.T, h Harness) {
 	require.EqualValues(t, 1, p.MaxCallsPerTrace)
 	require.EqualValues(t, 2, p.FindingsByKind[schema.KindOrphanedWork])
 
+	requests, err := s.PathRequests(ctx, w, 0)
+	require.NoError(t, err)
+	require.Equal(t, map[string]uint64{calls.Path: 4, p.Path: 3}, requests, "the requests Paths counts")
+	busiest, err := s.PathRequests(ctx, w, 1)
+	require.NoError(t, err)
+	require.Equal(t, map[string]uint64{calls.Path: 4}, busiest, "the limit keeps the busiest paths")
+
 	edges, err := s.Edges(ctx, w, 0)
 	require.NoError(t, err)
 	require.Len(t, edges, 1)
@@ -813,6 +820,9 @@ func testAggregates(t *testing.T, h Harness) {
 	empty, err := s.Paths(ctx, store.Window{SinceNs: base + 20e9, UntilNs: base + 30e9}, 0)
 	require.NoError(t, err)
 	require.Empty(t, empty)
+	none, err := s.PathRequests(ctx, store.Window{SinceNs: base + 20e9, UntilNs: base + 30e9}, 0)
+	require.NoError(t, err)
+	require.Empty(t, none)
 }
 
 // hostile are filter values that would change a query's shape if they were
@@ -1007,6 +1017,9 @@ func testReanalysis(t *testing.T, h Harness) {
 		got[p.Path] = p.Requests
 	}
 	require.Equal(t, map[string]uint64{"a:op": 1, "a:op > b:op": 1, "a:op > b:op > c:op": 1}, got)
+	requests, err := s.PathRequests(ctx, w, 0)
+	require.NoError(t, err)
+	require.Equal(t, got, requests, "PathRequests keeps the latest analysis as Paths does")
 	tot, err := s.Totals(ctx, w)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, tot.Requests)
