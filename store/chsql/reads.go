@@ -479,8 +479,12 @@ func (s *Store) Paths(ctx context.Context, w store.Window, limit int) ([]store.P
 		pick("countIf("+entryHop+" AND is_error = 1)", "countIf("+callHop+" AND is_error = 1)") + ", " +
 		pick("quantilesIf(0.5, 0.99)(duration_ns / 1000000, "+entryHop+")", "quantilesIf(0.5, 0.99)(duration_ns / 1000000, "+callHop+")") + ", " +
 		"quantileIf(0.5)(budget_ms, " + entryHop + "), sum(orphaned_ms), " +
-		pick("countIf("+entryHop+" AND "+withinBudget+")", "countIf("+callHop+" AND "+withinBudget+")") +
-		" FROM " + s.latestHops("path, orphaned_ms, "+hopKindCols+", "+hopBudgetCols, win, dedup) +
+		pick("countIf("+entryHop+" AND "+withinBudget+")", "countIf("+callHop+" AND "+withinBudget+")") + ", " +
+		// Calls per trace per path are written on the first hop of each
+		// path of each trace (Hop.PathCalls), so they need no grouping
+		// by trace; the other hops hold 0.
+		"toUInt64(max(path_calls)), if(countIf(path_calls > 0) = 0, 0, sumIf(path_calls, path_calls > 0) / countIf(path_calls > 0))" +
+		" FROM " + s.latestHops("path, orphaned_ms, path_calls, "+hopKindCols+", "+hopBudgetCols, win, dedup) +
 		" GROUP BY path HAVING requests > 0 ORDER BY requests DESC, path LIMIT " + strconv.Itoa(clampLimit(limit, 10_000))
 	rows, err := s.conn.Query(ctx, q, params)
 	if err != nil {
@@ -492,7 +496,8 @@ func (s *Store) Paths(ctx context.Context, w store.Window, limit int) ([]store.P
 		var p store.PathStats
 		var qs []float64
 		var hash string
-		if err := rows.Scan(&p.Path, &hash, &p.Requests, &p.Errors, &qs, &p.P50BudgetMs, &p.OrphanedMs, &p.WithinBudget); err != nil {
+		if err := rows.Scan(&p.Path, &hash, &p.Requests, &p.Errors, &qs, &p.P50BudgetMs, &p.OrphanedMs, &p.WithinBudget,
+			&p.MaxCallsPerTrace, &p.MeanCallsPerTrace); err != nil {
 			rows.Close()
 			return nil, wrapCtx(ctx, fmt.Errorf("scan path: %w", err))
 		}
@@ -510,26 +515,6 @@ func (s *Store) Paths(ctx context.Context, w store.Window, limit int) ([]store.P
 	}
 	if len(out) == 0 {
 		return out, nil
-	}
-
-	// Calls per trace per path are written on the first hop of each path
-	// of each trace (Hop.PathCalls), so they need no grouping by trace.
-	q = "SELECT hex(cityHash64(path)), toUInt64(max(path_calls)), avg(path_calls) FROM " + s.latestHops("path, path_calls", win, dedup) +
-		" WHERE path_calls > 0 GROUP BY path"
-	err = s.eachRow(ctx, q, params, func(r Rows) error {
-		var hash string
-		var most uint64
-		var mean float64
-		if err := r.Scan(&hash, &most, &mean); err != nil {
-			return err
-		}
-		if i, ok := byHash[hash]; ok {
-			out[i].MaxCallsPerTrace, out[i].MeanCallsPerTrace = most, mean
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read calls per trace: %w", err)
 	}
 
 	q = "SELECT hex(cityHash64(path)), kind, " + distinctFindings + " FROM " + s.currentFindings(findingWindow, dedup) + " GROUP BY path, kind"

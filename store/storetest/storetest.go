@@ -780,6 +780,7 @@ func testAggregates(t *testing.T, h Harness) {
 	require.Equal(t, "gw:GET / > db:query", calls.Path)
 	require.EqualValues(t, 4, calls.Requests)
 	require.EqualValues(t, 2, calls.MaxCallsPerTrace)
+	require.InDelta(t, 4.0/3, calls.MeanCallsPerTrace, 1e-9, "2 calls in one trace, 1 in two others")
 	require.InDelta(t, 50, calls.P50DurationMs, 1)
 	p := paths[1]
 	require.Equal(t, "gw:GET /", p.Path)
@@ -790,6 +791,7 @@ func testAggregates(t *testing.T, h Harness) {
 	require.InDelta(t, 500, *p.P50BudgetMs, 0.001)
 	require.InDelta(t, 30, p.OrphanedMs, 0.001)
 	require.EqualValues(t, 1, p.MaxCallsPerTrace)
+	require.InDelta(t, 1, p.MeanCallsPerTrace, 1e-9)
 	require.EqualValues(t, 2, p.FindingsByKind[schema.KindOrphanedWork])
 
 	requests, err := s.PathRequests(ctx, w, 0)
@@ -1015,6 +1017,10 @@ func testReanalysis(t *testing.T, h Harness) {
 	got := map[string]uint64{}
 	for _, p := range paths {
 		got[p.Path] = p.Requests
+		// Hops written without calls per trace (before migration 0011)
+		// count none, not NaN.
+		require.Zero(t, p.MaxCallsPerTrace, p.Path)
+		require.Zero(t, p.MeanCallsPerTrace, p.Path)
 	}
 	require.Equal(t, map[string]uint64{"a:op": 1, "a:op > b:op": 1, "a:op > b:op > c:op": 1}, got)
 	requests, err := s.PathRequests(ctx, w, 0)
