@@ -57,6 +57,7 @@ func Run(t *testing.T, h Harness) {
 		{"a batch over 101 days is stored whole", testManyDays},
 		{"a batch larger than one insert block is stored whole", testLargeBatch},
 		{"missing spans are told from stored ones", testMissingSpans},
+		{"a retry after an unrecorded attempt stores no span twice", testRetryAfterUnrecordedAttempt},
 		{"follow positions resume and never move back", testFollowPositions},
 		{"concurrent writers", testConcurrentWriters},
 		{"paths, edges and totals", testAggregates},
@@ -631,6 +632,32 @@ func testMissingSpans(t *testing.T, h Harness) {
 	all, err := s.MissingSpans(ctx, spans[700:])
 	require.NoError(t, err)
 	require.Equal(t, spans[700:], all)
+}
+
+// testRetryAfterUnrecordedAttempt: on servers without
+// insert_deduplication_token a batch's token is recorded after its insert,
+// so an attempt can land without it (the writer died in between). The
+// attempt itself was recorded before the insert; its retry must leave out
+// the spans that landed. (Engines with the setting deduplicate by token
+// and never look.)
+func testRetryAfterUnrecordedAttempt(t *testing.T, h Harness) {
+	s, db := open(t, h)
+	if s.Features().DedupToken {
+		return
+	}
+	ctx := ctxT(t)
+	spans := SpanBatch(71, 300)
+	require.NoError(t, s.WriteSpans(ctx, "landed", spans))
+	// The state a writer leaves that died after inserting batch "lost" (the
+	// same spans) and before recording its token.
+	require.NoError(t, s.Conn().Exec(ctx, "INSERT INTO "+db+".batches (token, tbl, rows, written_ns) SELECT 'lost', 'spans attempt', 300, 1", nil))
+	require.NoError(t, s.WriteSpans(ctx, "lost", spans))
+	n, err := s.CountRows(ctx, "spans")
+	require.NoError(t, err)
+	require.EqualValues(t, 300, n, "the retry stored the spans that landed again")
+	missing, err := s.MissingSpans(ctx, spans)
+	require.NoError(t, err)
+	require.Empty(t, missing, "every span is stored")
 }
 
 func testFollowPositions(t *testing.T, h Harness) {
