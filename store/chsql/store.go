@@ -329,13 +329,11 @@ func insert[R any](ctx context.Context, s *Store, t *table[R], token string, n i
 		return fmt.Errorf("write %s: invalid dedup token %q", t.name, token)
 	}
 	if !s.features.DedupToken {
-		var seen uint64
-		err := s.queryOne(ctx, "SELECT count() FROM "+s.db+".batches WHERE token = {token:String} AND tbl = {tbl:String}",
-			Params{P("token", token), P("tbl", t.name)}, &seen)
+		seen, err := s.recorded(ctx, token, t.name)
 		if err != nil {
 			return fmt.Errorf("write %s: check dedup token: %w", t.name, err)
 		}
-		if seen > 0 {
+		if seen {
 			return nil
 		}
 	}
@@ -366,6 +364,16 @@ func insert[R any](ctx context.Context, s *Store, t *table[R], token string, n i
 		return fmt.Errorf("write %s: record dedup token: %w", t.name, err)
 	}
 	return nil
+}
+
+// recorded reports whether the batches table holds token under tbl: a
+// written batch of that table, or another record a write keeps there
+// (spansAttempt).
+func (s *Store) recorded(ctx context.Context, token, tbl string) (bool, error) {
+	var n uint64
+	err := s.queryOne(ctx, "SELECT count() FROM "+s.db+".batches WHERE token = {token:String} AND tbl = {tbl:String}",
+		Params{P("token", token), P("tbl", tbl)}, &n)
+	return n > 0, err
 }
 
 // insertOne writes a single row into t with no dedup token: the store's

@@ -119,13 +119,11 @@ func (s *Store) spansNotStored(ctx context.Context, token string, spans []schema
 	if !validToken(token) {
 		return nil, fmt.Errorf("invalid dedup token %q", token)
 	}
-	var attempts uint64
-	err := s.queryOne(ctx, "SELECT count() FROM "+s.db+".batches WHERE token = {token:String} AND tbl = {tbl:String}",
-		Params{P("token", token), P("tbl", spansAttempt)}, &attempts)
+	tried, err := s.recorded(ctx, token, spansAttempt)
 	if err != nil {
 		return nil, wrapCtx(ctx, fmt.Errorf("look up earlier attempts: %w", err))
 	}
-	if attempts == 0 {
+	if !tried {
 		// Only once the record is in may the spans go in: an attempt
 		// whose record failed inserted nothing.
 		err := insertOne(ctx, s, &batchesTable, batchRow{token: token, table: spansAttempt, rows: uint64(len(spans)),
