@@ -613,3 +613,31 @@ func TestTraceTruncated(t *testing.T) {
 	require.Len(t, body.Spans, 15, "32 MiB hold 15 spans of about 2.1 MiB")
 	require.Equal(t, "showing the first 15 spans: the trace holds more than 20000 spans or 32 MiB of span data", body.Truncation)
 }
+
+// TestRelativeWindowsAreWholeMinutes: a window relative to now (a
+// duration, or the default) is widened to whole minutes, so the
+// aggregates read per-minute statistics alone; RFC 3339 bounds are exact.
+func TestRelativeWindowsAreWholeMinutes(t *testing.T) {
+	now := time.Date(2025, 3, 1, 12, 0, 29, 500_000_000, time.UTC)
+	reg := prometheus.NewRegistry()
+	s, err := New(DefaultConfig(), Settings{Store: embeddedtest.Open(t, "apitest"), Gatherer: reg, Registerer: reg, Now: func() time.Time { return now }})
+	require.NoError(t, err)
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(ts.Close)
+	minuteEnd := time.Date(2025, 3, 1, 12, 0, 59, 999_999_999, time.UTC)
+	for _, tt := range []struct {
+		query        string
+		since, until time.Time
+	}{
+		{"", time.Date(2025, 3, 1, 11, 0, 0, 0, time.UTC), minuteEnd},
+		{"?since=15m", time.Date(2025, 3, 1, 11, 45, 0, 0, time.UTC), minuteEnd},
+		{"?since=2025-03-01T11:00:29Z&until=2025-03-01T12:00:10.5Z",
+			time.Date(2025, 3, 1, 11, 0, 29, 0, time.UTC), time.Date(2025, 3, 1, 12, 0, 10, 500_000_000, time.UTC)},
+		{"?since=2025-03-01T11:00:29Z", time.Date(2025, 3, 1, 11, 0, 29, 0, time.UTC), minuteEnd},
+	} {
+		var out problemsResponse
+		require.Equal(t, 200, get(t, ts, "/api/v1/problems"+tt.query, &out), tt.query)
+		require.True(t, tt.since.Equal(out.Window.Since), "%s: since %s", tt.query, out.Window.Since)
+		require.True(t, tt.until.Equal(out.Window.Until), "%s: until %s", tt.query, out.Window.Until)
+	}
+}

@@ -28,43 +28,54 @@ func (s *Server) storeContext(c *gin.Context) (context.Context, context.CancelFu
 }
 
 // window reads since/until: RFC 3339 times or durations before now. since
-// defaults to api.default_window before now, until to now.
+// defaults to api.default_window before now, until to now. A bound relative
+// to now (a duration, or the default) is widened to a whole minute
+// (store.WholeIntervals): the aggregates of a window of whole minutes are
+// read from per-minute statistics alone. An RFC 3339 bound is exact.
 func (s *Server) window(c *gin.Context) (store.Window, error) {
 	now := s.now()
-	parse := func(name string, def time.Time) (time.Time, error) {
+	parse := func(name string, def time.Time) (t time.Time, relative bool, err error) {
 		v := c.Query(name)
 		if v == "" {
-			return def, nil
+			return def, true, nil
 		}
-		t, err := time.Parse(time.RFC3339Nano, v)
+		t, err = time.Parse(time.RFC3339Nano, v)
 		if err != nil {
 			d, derr := time.ParseDuration(v)
 			if derr != nil || d < 0 {
-				return time.Time{}, badParam(name, "want an RFC 3339 time or a duration before now such as 1h, got %q", v)
+				return time.Time{}, false, badParam(name, "want an RFC 3339 time or a duration before now such as 1h, got %q", v)
 			}
-			t = now.Add(-d)
+			t, relative = now.Add(-d), true
 		}
 		// Stored times are Unix nanoseconds in a UInt64 that Go's time
 		// arithmetic reads as an int64: outside this range a bound would
 		// wrap around and select the wrong rows instead of none.
 		if t.Before(earliestTime) || t.After(latestTime) {
-			return time.Time{}, badParam(name, "%q is outside the times budgetd stores (%s to %s)", v,
+			return time.Time{}, false, badParam(name, "%q is outside the times budgetd stores (%s to %s)", v,
 				earliestTime.Format(time.RFC3339), latestTime.Format(time.RFC3339))
 		}
-		return t, nil
+		return t, relative, nil
 	}
-	since, err := parse("since", now.Add(-s.cfg.DefaultWindow))
+	since, sinceRelative, err := parse("since", now.Add(-s.cfg.DefaultWindow))
 	if err != nil {
 		return store.Window{}, err
 	}
-	until, err := parse("until", now)
+	until, untilRelative, err := parse("until", now)
 	if err != nil {
 		return store.Window{}, err
 	}
 	if until.Before(since) {
 		return store.Window{}, badParam("until", "is before since")
 	}
-	return store.WindowOf(since, until), nil
+	whole := store.WholeIntervals(since, until)
+	w := store.WindowOf(since, until)
+	if sinceRelative {
+		w.SinceNs = whole.SinceNs
+	}
+	if untilRelative {
+		w.UntilNs = whole.UntilNs
+	}
+	return w, nil
 }
 
 // The range of times a window may name: the Unix epoch to the last

@@ -163,7 +163,7 @@ func testUIProblems(u *uiSession, ts *httptest.Server) {
 	require.Equal(t, "Problems", u.text(`nav a[aria-current="page"]`))
 	require.Equal(t, []string{"Problem", "Call", "State", "Occurrences", "Requests", "Impact", "Trend", "Suggestion"},
 		u.texts("table.problems thead th"))
-	require.Contains(t, u.text("table.problems caption"), "largest impact first, 2025-03-01 11:00:00 UTC to 2025-03-01 12:00:00 UTC")
+	require.Contains(t, u.text("table.problems caption"), "largest impact first, 2025-03-01 11:00:00 UTC to 2025-03-01 12:00:59 UTC")
 	requireProblemRows(t, u.problemRows(), api.Problems)
 	require.Equal(t, "138 s orphaned", u.problemRows()[0].Impact, "the fixtures' largest impact: seed 000's orphaned pricing work")
 

@@ -163,8 +163,11 @@ func (in *Ingest) Stop() (spans int, perSecond float64, err error) {
 // serves it (GET /api/v1/problems: the window's findings, the paths
 // aggregate and the problem stats, grouped and encoded).
 func Queries(ctx context.Context, st *chsql.Store, runs int) (map[string][2]time.Duration, error) {
-	since, until := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC), time.Date(2026, 11, 1, 13, 0, 0, 0, time.UTC)
-	w := store.WindowOf(since, until)
+	// The last hour as the API reads it at 13:00:29.5: from 12:00:00 to
+	// the end of the minute in progress (api: a window relative to now is
+	// of whole minutes, store.WholeIntervals).
+	until := time.Date(2026, 11, 1, 13, 0, 29, 500_000_000, time.UTC)
+	w := store.WholeIntervals(until.Add(-time.Hour), until)
 	srv, err := api.New(api.DefaultConfig(), api.Settings{Store: st, Now: func() time.Time { return until }})
 	if err != nil {
 		return nil, err

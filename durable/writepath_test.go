@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/budgetd/budgetd/store"
 	"github.com/budgetd/budgetd/store/chsql"
 	"github.com/budgetd/budgetd/store/clickhouse"
 	"github.com/budgetd/budgetd/store/clickhouse/clickhousetest"
@@ -123,6 +124,8 @@ func TestClassify(t *testing.T) {
 		require.Equal(t, tt.want, classify(fmt.Errorf("%s", tt.err)), tt.err)
 	}
 	require.Equal(t, classTimeout, classify(fmt.Errorf("write: %w", context.DeadlineExceeded)))
+	require.Equal(t, classStore, classify(fmt.Errorf("write hops: %w: Code: 62. DB::Exception: Syntax error",
+		store.ErrPartlyWritten)), "a batch written in part is retried whole, never split")
 }
 
 // TestReplayLeavesOutWhatLanded replays a batch whose spans are in the

@@ -36,7 +36,8 @@ const (
 	classTimeout = "timeout"
 	// classStore: the engine answered with an error about its own state
 	// (read-only, out of disk, too many parts, a missing table, access):
-	// nothing about the spans; retried.
+	// nothing about the spans; retried. So is a batch the store wrote in
+	// part (store.ErrPartlyWritten): only its token's retry completes it.
 	classStore = "store"
 	// classRefused: the engine refused the statement, which with a
 	// healthy engine means the spans themselves. The batch is split until
@@ -84,6 +85,8 @@ func classify(err error) string {
 	switch {
 	case errors.Is(err, store.ErrUnavailable):
 		return classUnavailable
+	case errors.Is(err, store.ErrPartlyWritten):
+		return classStore
 	case errors.Is(err, context.DeadlineExceeded):
 		return classTimeout
 	}

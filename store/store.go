@@ -16,6 +16,12 @@ var ErrNotFound = errors.New("not found")
 // down, connection refused). Ingest maps it to 503 / UNAVAILABLE.
 var ErrUnavailable = errors.New("store unavailable")
 
+// ErrPartlyWritten wraps a write's error after part of its batch was
+// stored (a batch's hops, without the statistics they change): the batch
+// must be retried whole under its token, which completes it, never split
+// into new batches that would store the written part again.
+var ErrPartlyWritten = errors.New("batch partly written")
+
 // Store is budgetd's storage. Implementations are safe for concurrent use by
 // multiple goroutines.
 //
@@ -32,7 +38,9 @@ var ErrUnavailable = errors.New("store unavailable")
 type Store interface {
 	// WriteSpans stores spans and the trace-id lookup rows for them.
 	WriteSpans(ctx context.Context, token string, spans []schema.Span) error
-	// WriteHops stores analysed hops.
+	// WriteHops stores analysed hops. A hop of a trace recorded as
+	// re-analysed at its AnalyzedNs (WriteReanalysed) replaces the earlier
+	// analysis of its span in the aggregates.
 	WriteHops(ctx context.Context, token string, hops []schema.Hop) error
 	// WriteFindings stores findings.
 	WriteFindings(ctx context.Context, token string, findings []schema.Finding) error
@@ -41,8 +49,10 @@ type Store interface {
 	WriteProblemStats(ctx context.Context, token string, stats []problems.Stat) error
 	// WriteReanalysed records that the traces are being analysed again at
 	// analyzedNs (Hop.AnalyzedNs of their new hops). It must be written
-	// before the new hops: reads deduplicate hops per span, and drop
-	// superseded findings, only for the traces recorded here.
+	// before the new hops, through the same Store: reads deduplicate hops
+	// per span, and drop superseded findings, only for the traces recorded
+	// here, and the hops' write takes the earlier analysis out of the
+	// aggregates for them alone.
 	WriteReanalysed(ctx context.Context, token string, traces []schema.TraceID, analyzedNs uint64) error
 	// WriteEdgeStates stores one replica's edge statistics (each state
 	// names its replica and evaluation time); a replica's newer state of
@@ -77,6 +87,10 @@ type Store interface {
 	EdgeStates(ctx context.Context, except string, sinceNs uint64) ([]schema.EdgeState, error)
 	// Paths aggregates hops per call path over a window, and counts the
 	// findings detected on each path in it (see PathStats.FindingsByKind).
+	// Paths, PathRequests, Edges and Totals count each span's latest
+	// analysis once (a trace analysed again replaces its earlier hops);
+	// their percentiles are within 2.5 % of the exact value (see
+	// StatsInterval for what a window of whole minutes saves).
 	Paths(ctx context.Context, w Window, limit int) ([]PathStats, error)
 	// PathRequests counts the requests of each call path over a window as
 	// Paths does (PathStats.Requests), the paths with the most first, at
@@ -125,6 +139,21 @@ type Window struct {
 // WindowOf returns the window [since, until].
 func WindowOf(since, until time.Time) Window {
 	return Window{SinceNs: uint64(since.UnixNano()), UntilNs: uint64(until.UnixNano())}
+}
+
+// StatsInterval is the resolution of the statistics the paths, edges and
+// totals reads sum: a window of whole intervals reads them alone, and the
+// partial intervals at its ends are read from the hops, which costs about
+// as much per span as the statistics do per interval.
+const StatsInterval = time.Minute
+
+// WholeIntervals widens the window [since, until] to whole StatsIntervals:
+// since to the start of its interval, until to the end of its own. Windows
+// relative to now ("the last hour") are read so: a user asking for the
+// last hour does not mean its first second, and the interval in progress
+// holds nothing that starts after now.
+func WholeIntervals(since, until time.Time) Window {
+	return WindowOf(since.Truncate(StatsInterval), until.Truncate(StatsInterval).Add(StatsInterval-1))
 }
 
 // Until returns the upper bound, treating zero as unbounded.

@@ -252,10 +252,12 @@ func (e ListProblemsParamsSort) Valid() bool {
 
 // Edge defines model for Edge.
 type Edge struct {
-	CalleeOperation *string  `json:"callee_operation,omitempty"`
-	CalleeP50Ms     *float64 `json:"callee_p50_ms,omitempty"`
-	CalleeP99Ms     *float64 `json:"callee_p99_ms,omitempty"`
-	CalleeService   *string  `json:"callee_service,omitempty"`
+	CalleeOperation *string `json:"callee_operation,omitempty"`
+
+	// CalleeP50Ms Percentiles and medians come from per-minute histograms: within 2.5 % of the exact value, exact where the values are equal (a configured timeout).
+	CalleeP50Ms   *float64 `json:"callee_p50_ms,omitempty"`
+	CalleeP99Ms   *float64 `json:"callee_p99_ms,omitempty"`
+	CalleeService *string  `json:"callee_service,omitempty"`
 
 	// CallerMedianTimeoutMs The caller's timeout as recorded (budget.timeout_ms); null when no call of the edge recorded one.
 	CallerMedianTimeoutMs nullable.Nullable[float64] `json:"caller_median_timeout_ms,omitempty"`
@@ -350,11 +352,13 @@ type Path struct {
 	OrphanedWorkSeconds *float64 `json:"orphaned_work_seconds,omitempty"`
 
 	// P50BudgetMs Budget at entry; null when none was recorded.
-	P50BudgetMs   nullable.Nullable[float64] `json:"p50_budget_ms,omitempty"`
-	P50DurationMs *float64                   `json:"p50_duration_ms,omitempty"`
-	P99DurationMs *float64                   `json:"p99_duration_ms,omitempty"`
-	Path          *string                    `json:"path,omitempty"`
-	Requests      *int                       `json:"requests,omitempty"`
+	P50BudgetMs nullable.Nullable[float64] `json:"p50_budget_ms,omitempty"`
+
+	// P50DurationMs Of the path's requests. Percentiles come from per-minute histograms: within 2.5 % of the exact value, exact where the values are equal.
+	P50DurationMs *float64 `json:"p50_duration_ms,omitempty"`
+	P99DurationMs *float64 `json:"p99_duration_ms,omitempty"`
+	Path          *string  `json:"path,omitempty"`
+	Requests      *int     `json:"requests,omitempty"`
 }
 
 // Problem docs/problems.md defines every field: the fingerprint, impact units per kind, worst, state and suggestion.
@@ -517,10 +521,10 @@ type Until = string
 
 // ListEdgesParams defines parameters for ListEdges.
 type ListEdgesParams struct {
-	// Since Start of the window (inclusive): RFC 3339 time or a duration before now such as 1h. Default: api.default_window before now. Times outside 1970-01-01 to 2262-04-11 are 400.
+	// Since Start of the window (inclusive): RFC 3339 time or a duration before now such as 1h. Default: api.default_window before now. A start relative to now (a duration or the default) is taken from the start of its minute, so the aggregates read per-minute statistics alone; an RFC 3339 time is exact. Times outside 1970-01-01 to 2262-04-11 are 400.
 	Since *Since `form:"since,omitempty" json:"since,omitempty"`
 
-	// Until End of the window (inclusive): RFC 3339 time or a duration before now. Default: now. Times outside 1970-01-01 to 2262-04-11 are 400.
+	// Until End of the window (inclusive): RFC 3339 time or a duration before now. Default: now. An end relative to now (a duration or the default) is taken to the end of its minute; an RFC 3339 time is exact. Times outside 1970-01-01 to 2262-04-11 are 400.
 	Until *Until `form:"until,omitempty" json:"until,omitempty"`
 
 	// Limit Most rows returned, up to api.max_rows.
@@ -542,10 +546,10 @@ type ListFindingsParams struct {
 	Path    *string `form:"path,omitempty" json:"path,omitempty"`
 	TraceId *string `form:"trace_id,omitempty" json:"trace_id,omitempty"`
 
-	// Since Start of the window (inclusive): RFC 3339 time or a duration before now such as 1h. Default: api.default_window before now. Times outside 1970-01-01 to 2262-04-11 are 400.
+	// Since Start of the window (inclusive): RFC 3339 time or a duration before now such as 1h. Default: api.default_window before now. A start relative to now (a duration or the default) is taken from the start of its minute, so the aggregates read per-minute statistics alone; an RFC 3339 time is exact. Times outside 1970-01-01 to 2262-04-11 are 400.
 	Since *Since `form:"since,omitempty" json:"since,omitempty"`
 
-	// Until End of the window (inclusive): RFC 3339 time or a duration before now. Default: now. Times outside 1970-01-01 to 2262-04-11 are 400.
+	// Until End of the window (inclusive): RFC 3339 time or a duration before now. Default: now. An end relative to now (a duration or the default) is taken to the end of its minute; an RFC 3339 time is exact. Times outside 1970-01-01 to 2262-04-11 are 400.
 	Until *Until `form:"until,omitempty" json:"until,omitempty"`
 	Limit *int   `form:"limit,omitempty" json:"limit,omitempty"`
 
@@ -561,10 +565,10 @@ type ListFindingsParamsSeverity string
 
 // ListPathsParams defines parameters for ListPaths.
 type ListPathsParams struct {
-	// Since Start of the window (inclusive): RFC 3339 time or a duration before now such as 1h. Default: api.default_window before now. Times outside 1970-01-01 to 2262-04-11 are 400.
+	// Since Start of the window (inclusive): RFC 3339 time or a duration before now such as 1h. Default: api.default_window before now. A start relative to now (a duration or the default) is taken from the start of its minute, so the aggregates read per-minute statistics alone; an RFC 3339 time is exact. Times outside 1970-01-01 to 2262-04-11 are 400.
 	Since *Since `form:"since,omitempty" json:"since,omitempty"`
 
-	// Until End of the window (inclusive): RFC 3339 time or a duration before now. Default: now. Times outside 1970-01-01 to 2262-04-11 are 400.
+	// Until End of the window (inclusive): RFC 3339 time or a duration before now. Default: now. An end relative to now (a duration or the default) is taken to the end of its minute; an RFC 3339 time is exact. Times outside 1970-01-01 to 2262-04-11 are 400.
 	Until *Until `form:"until,omitempty" json:"until,omitempty"`
 
 	// Limit Most rows returned, up to api.max_rows.
@@ -582,10 +586,10 @@ type ListProblemsParams struct {
 	State   *ListProblemsParamsState `form:"state,omitempty" json:"state,omitempty"`
 	Sort    *ListProblemsParamsSort  `form:"sort,omitempty" json:"sort,omitempty"`
 
-	// Since Start of the window (inclusive): RFC 3339 time or a duration before now such as 1h. Default: api.default_window before now. Times outside 1970-01-01 to 2262-04-11 are 400.
+	// Since Start of the window (inclusive): RFC 3339 time or a duration before now such as 1h. Default: api.default_window before now. A start relative to now (a duration or the default) is taken from the start of its minute, so the aggregates read per-minute statistics alone; an RFC 3339 time is exact. Times outside 1970-01-01 to 2262-04-11 are 400.
 	Since *Since `form:"since,omitempty" json:"since,omitempty"`
 
-	// Until End of the window (inclusive): RFC 3339 time or a duration before now. Default: now. Times outside 1970-01-01 to 2262-04-11 are 400.
+	// Until End of the window (inclusive): RFC 3339 time or a duration before now. Default: now. An end relative to now (a duration or the default) is taken to the end of its minute; an RFC 3339 time is exact. Times outside 1970-01-01 to 2262-04-11 are 400.
 	Until *Until `form:"until,omitempty" json:"until,omitempty"`
 	Limit *int   `form:"limit,omitempty" json:"limit,omitempty"`
 
@@ -604,10 +608,10 @@ type ListProblemsParamsSort string
 
 // GetProblemParams defines parameters for GetProblem.
 type GetProblemParams struct {
-	// Since Start of the window (inclusive): RFC 3339 time or a duration before now such as 1h. Default: api.default_window before now. Times outside 1970-01-01 to 2262-04-11 are 400.
+	// Since Start of the window (inclusive): RFC 3339 time or a duration before now such as 1h. Default: api.default_window before now. A start relative to now (a duration or the default) is taken from the start of its minute, so the aggregates read per-minute statistics alone; an RFC 3339 time is exact. Times outside 1970-01-01 to 2262-04-11 are 400.
 	Since *Since `form:"since,omitempty" json:"since,omitempty"`
 
-	// Until End of the window (inclusive): RFC 3339 time or a duration before now. Default: now. Times outside 1970-01-01 to 2262-04-11 are 400.
+	// Until End of the window (inclusive): RFC 3339 time or a duration before now. Default: now. An end relative to now (a duration or the default) is taken to the end of its minute; an RFC 3339 time is exact. Times outside 1970-01-01 to 2262-04-11 are 400.
 	Until *Until `form:"until,omitempty" json:"until,omitempty"`
 
 	// Timeout Deadline for the store query, e.g. 5s; capped by api.max_timeout.
@@ -616,10 +620,10 @@ type GetProblemParams struct {
 
 // GetSummaryParams defines parameters for GetSummary.
 type GetSummaryParams struct {
-	// Since Start of the window (inclusive): RFC 3339 time or a duration before now such as 1h. Default: api.default_window before now. Times outside 1970-01-01 to 2262-04-11 are 400.
+	// Since Start of the window (inclusive): RFC 3339 time or a duration before now such as 1h. Default: api.default_window before now. A start relative to now (a duration or the default) is taken from the start of its minute, so the aggregates read per-minute statistics alone; an RFC 3339 time is exact. Times outside 1970-01-01 to 2262-04-11 are 400.
 	Since *Since `form:"since,omitempty" json:"since,omitempty"`
 
-	// Until End of the window (inclusive): RFC 3339 time or a duration before now. Default: now. Times outside 1970-01-01 to 2262-04-11 are 400.
+	// Until End of the window (inclusive): RFC 3339 time or a duration before now. Default: now. An end relative to now (a duration or the default) is taken to the end of its minute; an RFC 3339 time is exact. Times outside 1970-01-01 to 2262-04-11 are 400.
 	Until *Until `form:"until,omitempty" json:"until,omitempty"`
 
 	// Timeout Deadline for the store query, e.g. 5s; capped by api.max_timeout.

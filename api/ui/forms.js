@@ -3,6 +3,7 @@
 // that can be shared and the back button works.
 
 import { h, uid } from './dom.js';
+import { time } from './format.js';
 
 // hashFor builds #/<page>?<non-empty params>.
 export function hashFor(page, params) {
@@ -69,9 +70,11 @@ export function windowFields(params) {
 }
 
 // windowCaption describes the window an aggregate answer covers.
+// windowCaption names a window to the second: a window relative to now
+// ends with the last nanosecond of its minute (12:00:59 for 12:00:59.999…).
 export function windowCaption(w) {
   if (!w) return '';
-  return `${w.since.replace('T', ' ').replace('Z', ' UTC')} to ${w.until.replace('T', ' ').replace('Z', ' UTC')}`;
+  return `${time(w.since)} to ${time(w.until)}`;
 }
 
 // A paged list (findings, problems) reads its filters and cursor from the

@@ -25,7 +25,10 @@ const LocalSuffix = "_local"
 // looks up; edge_states by budgetd replica and follow_positions by source,
 // so the rows that ReplacingMergeTree collapses (same sorting key) meet on
 // one shard — reads take the newest row per key with GROUP BY, which
-// Distributed merges across shards anyway.
+// Distributed merges across shards anyway. path_stats and edge_stats are
+// filled on each shard by materialized views over its local hops; their
+// keys place only the rows inserted through the Distributed table (a
+// re-analysis's negated rows), and reads sum across shards.
 var shardingKeys = map[string]string{
 	"spans":            "cityHash64(trace_id)",
 	"trace_index":      "cityHash64(trace_id)",
@@ -36,6 +39,9 @@ var shardingKeys = map[string]string{
 	"batches":          "cityHash64(token)",
 	"edge_states":      "cityHash64(replica)",
 	"follow_positions": "cityHash64(source)",
+	"path_stats":       "cityHash64(path)",
+	"edge_stats":       "cityHash64(caller_service, callee_service)",
+	"stats_since":      "cityHash64(since_ns)",
 }
 
 // repeatableRows are tables where two different batches can hold exactly
@@ -46,7 +52,7 @@ var shardingKeys = map[string]string{
 // second count, so on servers without insert_deduplication_token (where
 // that hash is the only identity a block has) these tables turn it off and
 // rely on the batches table's tokens alone.
-var repeatableRows = map[string]bool{"problem_stats": true}
+var repeatableRows = map[string]bool{"problem_stats": true, "path_stats": true, "edge_stats": true}
 
 // zkTablePath is where a shard's replicas of table coordinate in
 // ZooKeeper: one path per shard ({shard} macro), database and table.
@@ -97,7 +103,10 @@ func onClusterClause(p DDLParams) string {
 //     made again over T_local's columns at the end of the migration; a
 //     change of storage alone (MODIFY SETTING, a column's CODEC) runs on
 //     T_local only;
-//   - CREATE VIEW V AS … runs ON CLUSTER: it reads the Distributed tables.
+//   - CREATE VIEW V AS … runs ON CLUSTER: it reads the Distributed tables;
+//   - CREATE MATERIALIZED VIEW V TO … runs ON CLUSTER: the template names
+//     the local tables it reads and writes ({{.Local}});
+//   - INSERT INTO T SELECT … runs once, on the Distributed tables.
 func onCluster(p DDLParams, stmts []string) ([]string, error) {
 	var out, altered []string
 	for _, st := range stmts {
@@ -170,6 +179,20 @@ func clusterStatement(p DDLParams, st string) (out []string, altered string, err
 			return nil, "", fmt.Errorf("put %q on a cluster: want CREATE VIEW IF NOT EXISTS db.view AS", firstLine(st))
 		}
 		return []string{"CREATE VIEW IF NOT EXISTS " + db + view + on + " AS\n" + query}, "", nil
+	}
+	if rest, ok := strings.CutPrefix(st, "CREATE MATERIALIZED VIEW IF NOT EXISTS "+db); ok {
+		view, query, ok := strings.Cut(rest, " TO ")
+		if !ok || !ValidIdentifier(view) || !strings.Contains(firstLine(query), LocalSuffix+" AS") {
+			return nil, "", fmt.Errorf("put %q on a cluster: want CREATE MATERIALIZED VIEW IF NOT EXISTS db.view TO db.table_local AS", firstLine(st))
+		}
+		return []string{"CREATE MATERIALIZED VIEW IF NOT EXISTS " + db + view + on + " TO " + query}, "", nil
+	}
+	if rest, ok := strings.CutPrefix(st, "INSERT INTO "+db); ok {
+		table, _, _ := strings.Cut(rest, " ")
+		if shardingKeys[table] == "" {
+			return nil, "", fmt.Errorf("put %q on a cluster: not an INSERT into one of budgetd's tables", firstLine(st))
+		}
+		return []string{st}, "", nil
 	}
 	return nil, "", fmt.Errorf("put %q on a cluster: not a statement it knows", firstLine(st))
 }

@@ -110,6 +110,8 @@ func Migrations(p DDLParams) ([]Migration, error) {
 			}
 			return ""
 		},
+		"pathStats": func(db, local string) string { return PathStatsSelect(db+".hops"+local, false) },
+		"edgeStats": func(db, local string) string { return EdgeStatsSelect(db+".hops"+local, false) },
 	}
 	data := struct {
 		DB            string
@@ -121,7 +123,14 @@ func Migrations(p DDLParams) ([]Migration, error) {
 		Codecs        bool
 		CompactParts  bool
 		MergeSelector bool
-	}{p.Database, 0, f.TTL, f.SkipIndexes, f.DedupToken, f.OtelView, f.Codecs, f.CompactParts, f.MergeSelector}
+		// Local is the suffix of the tables that hold rows: a
+		// materialized view on a cluster reads and writes a host's
+		// local tables.
+		Local string
+	}{p.Database, 0, f.TTL, f.SkipIndexes, f.DedupToken, f.OtelView, f.Codecs, f.CompactParts, f.MergeSelector, ""}
+	if p.Cluster != "" {
+		data.Local = LocalSuffix
+	}
 	if f.TTL {
 		data.TTLDays = p.TTLDays
 	}

@@ -123,7 +123,16 @@ func TestClusterMigrations(t *testing.T) {
 			require.Equal(t, single[i].Version, m.Version)
 			require.GreaterOrEqual(t, len(m.Statements), len(single[i].Statements), m.Name)
 			for _, st := range m.Statements {
+				if strings.HasPrefix(st, "INSERT INTO ") {
+					// Rows go through the Distributed tables, once.
+					require.NotContains(t, st, LocalSuffix, m.Name)
+					continue
+				}
 				require.Contains(t, st, " ON CLUSTER c1", "%s: %s", m.Name, st)
+				if strings.HasPrefix(st, "CREATE MATERIALIZED VIEW ") {
+					require.Contains(t, st, " TO budgetd.", m.Name)
+					require.Equal(t, 2, strings.Count(st, LocalSuffix), "%s: a view reads and writes a host's local tables: %s", m.Name, st)
+				}
 				if strings.HasPrefix(st, "DROP ") {
 					require.NotContains(t, st, LocalSuffix, "%s: only Distributed tables, which hold no rows, are dropped (to be made again)", m.Name)
 				}
@@ -140,6 +149,7 @@ func TestClusterMigrations(t *testing.T) {
 				"ENGINE = Distributed(c1, budgetd, "+table+"_local, "+shardingKeys[table]+")")
 		}
 		require.Contains(t, all, "ENGINE = ReplicatedSummingMergeTree('/clickhouse/tables/{shard}/budgetd/problem_stats', '{replica}', (findings, requests, impact))")
+		require.Contains(t, all, "ENGINE = ReplicatedSummingMergeTree('/clickhouse/tables/{shard}/budgetd/path_stats', '{replica}', (n, total))")
 		require.Contains(t, all, "ALTER TABLE budgetd.hops_local ON CLUSTER c1 ADD COLUMN analyzed_ns UInt64 DEFAULT 0\n")
 		require.NotContains(t, all, "ALTER TABLE budgetd.hops ON CLUSTER", "18.16 refuses ALTER ON CLUSTER of a Distributed table")
 		require.Contains(t, all, "ADD COLUMN analyzed_ns UInt64 DEFAULT 0\nDROP TABLE IF EXISTS budgetd.hops ON CLUSTER c1\n"+

@@ -32,6 +32,10 @@ type Store struct {
 	features chschema.Features
 	known    int // highest migration version this binary has
 	spare    spareBlocks
+	since    statsSince // when the interval statistics began
+	// reanalyses are the analysis times of the re-analyses this store
+	// recorded (WriteReanalysed), which WriteHops looks up.
+	reanalyses recentReanalyses
 }
 
 var _ store.Store = (*Store)(nil)

@@ -107,6 +107,7 @@ func InsertTables(f chschema.Features) []TableColumns {
 		spansTable.declared(f), traceIndexTable.declared(f), hopsTable.declared(f), findingsTable.declared(f),
 		reanalysedTable.declared(f), problemStatsTable.declared(f), edgeStatesTable.declared(f), batchesTable.declared(f),
 		migrationsTable.declared(f), followPositionsTable.declared(f),
+		pathStatsTable.declared(f), edgeStatsTable.declared(f), statsSinceTable.declared(f),
 	}
 }
 
@@ -339,6 +340,22 @@ var reanalysedTable = table[reanalysedRow]{name: "reanalysed", columns: []column
 	{"trace_id", "String", func(c *Column, r reanalysedRow) { c.AppendString(r.trace.String()) }},
 	{"analyzed_ns", "UInt64", func(c *Column, r reanalysedRow) { c.AppendUInt64(r.analyzedNs) }},
 }}
+
+// The interval statistics tables (0019_interval_stats.sql) are filled by
+// materialized views and INSERT … SELECT, never from Go rows: these
+// declare their columns only, for the check against the DDL.
+var (
+	pathStatsTable = table[struct{}]{name: "path_stats", columns: []column[struct{}]{
+		{"interval_ns", "UInt64", nil}, {"path", "LowCardinality(String)", nil}, {"role", "UInt8", nil}, {"root", "UInt8", nil},
+		{"measure", "UInt8", nil}, {"bucket", "Int32", nil}, {"n", "Int64", nil}, {"total", "Float64", nil},
+	}}
+	edgeStatsTable = table[struct{}]{name: "edge_stats", columns: []column[struct{}]{
+		{"interval_ns", "UInt64", nil}, {"caller_service", "LowCardinality(String)", nil}, {"caller_operation", "LowCardinality(String)", nil},
+		{"callee_service", "LowCardinality(String)", nil}, {"callee_operation", "LowCardinality(String)", nil},
+		{"measure", "UInt8", nil}, {"bucket", "Int32", nil}, {"n", "Int64", nil}, {"total", "Float64", nil},
+	}}
+	statsSinceTable = table[struct{}]{name: "stats_since", columns: []column[struct{}]{{"since_ns", "UInt64", nil}}}
+)
 
 // batchRow records a written batch's dedup token.
 type batchRow struct {

@@ -3,12 +3,19 @@ package chsql
 import (
 	"context"
 	"fmt"
+	"maps"
+	"math"
+	"slices"
 	"sort"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/budgetd/budgetd/problems"
 	"github.com/budgetd/budgetd/schema"
 	"github.com/budgetd/budgetd/store"
+	"github.com/budgetd/budgetd/store/chschema"
 )
 
 // waitForInserts waits until no insert into table is running on the
@@ -142,15 +149,165 @@ func (s *Store) spansNotStored(ctx context.Context, token string, spans []schema
 	return s.MissingSpans(ctx, spans)
 }
 
-// WriteHops implements store.Store.
+// WriteHops implements store.Store. The interval statistics take every
+// hop inserted (their materialized views); once the hops are stored, those
+// of a re-analysed trace take the earlier analysis of their spans out of
+// them (undoSuperseded).
 func (s *Store) WriteHops(ctx context.Context, token string, hops []schema.Hop) error {
 	err := insertParts(ctx, s, &hopsTable, token, len(hops), func(i int) uint64 { return hops[i].StartNs },
 		func(i int) int { return hopRowBytes(&hops[i]) }, func(i int) *schema.Hop { return &hops[i] })
-	return wrapCtx(ctx, err)
+	if err != nil {
+		return wrapCtx(ctx, err)
+	}
+	if err := s.undoSuperseded(ctx, token, hops); err != nil {
+		return wrapCtx(ctx, fmt.Errorf("take superseded analyses out of the statistics: %w: %w", store.ErrPartlyWritten, err))
+	}
+	return nil
+}
+
+// analysis names one analysis of a trace.
+type analysis struct {
+	trace      schema.TraceID
+	analyzedNs uint64
+}
+
+// undoSuperseded inserts into the interval statistics, with the opposite
+// sign, the hops that hops supersede: for each hop of a trace recorded as
+// re-analysed at the hop's analysis time (WriteReanalysed, which the
+// analysis writes before the hops), the latest earlier analysis of the
+// same span. The statistics then count each span's latest analysis once,
+// as the reads of hops do (latestHops). A retry of the batch finds its
+// inserts recorded under its token and does not repeat them; a hop first
+// stored by this batch is not earlier than itself, so the undo reads the
+// same hops whether or not the batch's own landed before. Only a batch
+// analysed when this store recorded a re-analysis (recentReanalyses) looks
+// the records up: the analysis writes a trace's re-analysis record and its
+// hops through the same store, and most batches hold none.
+func (s *Store) undoSuperseded(ctx context.Context, token string, hops []schema.Hop) error {
+	times := make(map[uint64]bool)
+	for i := range hops {
+		if at := hops[i].AnalyzedNs; at > 0 && s.reanalyses.has(at) {
+			times[at] = true
+		}
+	}
+	if len(times) == 0 {
+		return nil
+	}
+	again := make(map[analysis]bool)
+	q := "SELECT trace_id, analyzed_ns FROM " + s.db + ".reanalysed WHERE analyzed_ns IN (" + joinNumbers(slices.Sorted(maps.Keys(times))) + ")"
+	err := s.eachRow(ctx, q, nil, func(r Rows) error {
+		var id string
+		var a analysis
+		if err := r.Scan(&id, &a.analyzedNs); err != nil {
+			return err
+		}
+		trace, err := schema.ParseTraceID(id)
+		if err != nil {
+			return err
+		}
+		a.trace = trace
+		again[a] = true
+		return nil
+	})
+	if err != nil || len(again) == 0 {
+		return err
+	}
+	byTime := make(map[uint64][]*schema.Hop)
+	for i := range hops {
+		if again[analysis{hops[i].TraceID, hops[i].AnalyzedNs}] {
+			byTime[hops[i].AnalyzedNs] = append(byTime[hops[i].AnalyzedNs], &hops[i])
+		}
+	}
+	for _, at := range slices.Sorted(maps.Keys(byTime)) {
+		for i, chunk := range slices.Collect(slices.Chunk(byTime[at], maxUndoSpans)) {
+			old := s.earlierHops(chunk, at)
+			undo := token + "-undo-" + strconv.FormatUint(at, 10) + "-" + strconv.Itoa(i)
+			if err := s.insertSelect(ctx, &pathStatsTable, undo, chschema.PathStatsSelect(old, true)); err != nil {
+				return err
+			}
+			if err := s.insertSelect(ctx, &edgeStatsTable, undo, chschema.EdgeStatsSelect(old, true)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// maxUndoSpans bounds the spans one undo names: each is about 55 bytes of
+// the statement's text, which the server parses whole up to
+// max_query_size (256 KiB by default).
+const maxUndoSpans = 2000
+
+// earlierHops is a subquery over the latest analysis before analyzedNs of
+// each span of hops, with the columns the statistics read.
+func (s *Store) earlierHops(hops []*schema.Hop, analyzedNs uint64) string {
+	traces := make(map[schema.TraceID]bool)
+	lo, hi := uint64(math.MaxUint64), uint64(0)
+	var pairs strings.Builder
+	for i, h := range hops {
+		traces[h.TraceID] = true
+		lo, hi = min(lo, h.StartNs), max(hi, h.StartNs)
+		if i > 0 {
+			pairs.WriteString(", ")
+		}
+		// Hex ids: nothing in them needs quoting.
+		pairs.WriteString("('" + h.TraceID.String() + "', '" + h.SpanID.String() + "')")
+	}
+	var ids strings.Builder
+	for i, t := range slices.SortedFunc(maps.Keys(traces), func(a, b schema.TraceID) int { return strings.Compare(a.String(), b.String()) }) {
+		if i > 0 {
+			ids.WriteString(", ")
+		}
+		ids.WriteString("'" + t.String() + "'")
+	}
+	// A span's earlier analyses have its start time: bounding start_ns
+	// lets the read skip the granules of every path that cannot hold them.
+	return "(SELECT " + statsHopColumns + ", trace_id AS undo_trace, span_id AS undo_span, analyzed_ns AS undo_at FROM " + s.db + ".hops" +
+		" WHERE trace_id IN (" + ids.String() + ") AND start_ns >= " + strconv.FormatUint(lo, 10) + " AND start_ns <= " + strconv.FormatUint(hi, 10) +
+		" AND analyzed_ns < " + strconv.FormatUint(analyzedNs, 10) + " AND (trace_id, span_id) IN (" + pairs.String() + ")" +
+		" ORDER BY undo_at DESC LIMIT 1 BY undo_trace, undo_span)"
+}
+
+// statsHopColumns are the hop columns both statistics read.
+const statsHopColumns = chschema.PathStatsColumns + ", caller_service, caller_operation, callee_service, callee_operation, attempt, timeout_ms," +
+	" callee_duration_ns, inferred_timeout_ms, inference_confidence"
+
+// insertSelect runs INSERT INTO t SELECT query once per token: under
+// insert_deduplication_token where the server has it, otherwise recorded
+// in the batches table (as "<table> undo", checked before and recorded
+// after, as insert does).
+func (s *Store) insertSelect(ctx context.Context, t *table[struct{}], token, query string) error {
+	table, tbl := t.name, t.name+" undo"
+	if !validToken(token) {
+		return fmt.Errorf("write %s: invalid dedup token %q", table, token)
+	}
+	cols := t.columnList()
+	stmt := "INSERT INTO " + s.db + "." + table + " (" + cols + ")"
+	if s.features.DedupToken {
+		stmt += " SETTINGS insert_deduplication_token = '" + token + "'"
+	} else if seen, err := s.recorded(ctx, token, tbl); err != nil {
+		return fmt.Errorf("write %s: check dedup token: %w", table, err)
+	} else if seen {
+		return nil
+	}
+	if err := s.conn.Exec(ctx, stmt+" SELECT "+cols+" FROM ("+query+")", nil); err != nil {
+		return fmt.Errorf("write %s: %w", table, err)
+	}
+	if s.features.DedupToken {
+		return nil
+	}
+	err := insertOne(ctx, s, &batchesTable, batchRow{token: token, table: tbl, writtenNs: uint64(time.Now().UnixNano())})
+	if err != nil {
+		return fmt.Errorf("write %s: record dedup token: %w", table, err)
+	}
+	return nil
 }
 
 // WriteReanalysed implements store.Store.
 func (s *Store) WriteReanalysed(ctx context.Context, token string, traces []schema.TraceID, analyzedNs uint64) error {
+	if len(traces) > 0 {
+		s.reanalyses.add(analyzedNs)
+	}
 	err := insert(ctx, s, &reanalysedTable, token, len(traces), func(i int) reanalysedRow {
 		return reanalysedRow{trace: traces[i], analyzedNs: analyzedNs}
 	})
@@ -183,4 +340,40 @@ func (s *Store) WriteFindings(ctx context.Context, token string, findings []sche
 		return findingRow{f: f, keys: keys}
 	})
 	return wrapCtx(ctx, err)
+}
+
+// maxRecentReanalyses bounds the analysis times recentReanalyses holds:
+// one per analysis round that re-opened a trace, far more than the rounds
+// whose hops can still be waiting to be written.
+const maxRecentReanalyses = 4096
+
+// recentReanalyses are the analysis times at which this store recorded
+// re-analysed traces, the oldest forgotten first. Safe for concurrent use.
+type recentReanalyses struct {
+	mu    sync.Mutex
+	times map[uint64]bool
+	order []uint64
+}
+
+func (r *recentReanalyses) add(analyzedNs uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.times[analyzedNs] {
+		return
+	}
+	if r.times == nil {
+		r.times = make(map[uint64]bool)
+	}
+	if len(r.order) == maxRecentReanalyses {
+		delete(r.times, r.order[0])
+		r.order = r.order[1:]
+	}
+	r.times[analyzedNs] = true
+	r.order = append(r.order, analyzedNs)
+}
+
+func (r *recentReanalyses) has(analyzedNs uint64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.times[analyzedNs]
 }

@@ -65,6 +65,7 @@ func Run(t *testing.T, h Harness) {
 		{"hostile filter values", testHostileFilters},
 		{"version-gated extras", testExtras},
 		{"a re-analysed trace counts once", testReanalysis},
+		{"interval statistics give the figures of the hops", testIntervalStats},
 		{"a finding written again counts once", testDistinctFindingCounts},
 		{"problem stats sum per problem and interval", testProblemStats},
 		{"edge states: each replica's latest evaluation", testEdgeStates},
@@ -136,7 +137,7 @@ func testTablesMatchDDL(t *testing.T, h Harness) {
 		want[tc.Table] = tc.Columns
 	}
 	rows, err := s.Conn().Query(ctx, "SELECT table, name, type FROM system.columns WHERE database = {db:String}"+
-		" AND table IN (SELECT name FROM system.tables WHERE database = {db:String} AND engine != 'View')",
+		" AND table IN (SELECT name FROM system.tables WHERE database = {db:String} AND engine NOT IN ('View', 'MaterializedView'))",
 		chsql.Params{chsql.P("db", db)})
 	require.NoError(t, err)
 	defer rows.Close()
