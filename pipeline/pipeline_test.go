@@ -123,6 +123,14 @@ func TestLateSpansReopen(t *testing.T) {
 	tot, err := s.Totals(ctx, store.Window{})
 	require.NoError(t, err)
 	require.EqualValues(t, 1, tot.Requests)
+	// So do the paths, whose statistics the second analysis's hops
+	// replaced the first's in.
+	requests, err := s.PathRequests(ctx, store.Window{}, 0)
+	require.NoError(t, err)
+	require.NotEmpty(t, requests)
+	for path, n := range requests {
+		require.EqualValues(t, 1, n, path)
+	}
 }
 
 // TestShutdownFlushes starts the worker and shuts it down with traces held:
