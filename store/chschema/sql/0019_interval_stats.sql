@@ -6,9 +6,9 @@
 -- the counts and sums are those of the latest analysis of each span.
 -- Rows are counts and sums, merged by SummingMergeTree. path_stats sorts
 -- by measure first: the requests per path (the problems list) and the
--- totals read the outcome rows alone. Where the server
--- has insert_deduplication_token, a view's block carries a token derived
--- from its hops insert's, so a retried batch (its hops deduplicated) adds
+-- totals read the outcome rows alone. Where the server has
+-- insert_deduplication_token, a view's block carries a token derived from
+-- its hops insert's, so a retried batch (its hops deduplicated) adds
 -- nothing here either, and two batches whose rows are alike both count.
 CREATE TABLE IF NOT EXISTS {{.DB}}.path_stats (
     interval_ns UInt64,
