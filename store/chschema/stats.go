@@ -43,7 +43,7 @@ const StatsBucketGrowth = 1.05
 const (
 	// PathOutcome counts hops by outcome: bucket bit 1 set for a hop
 	// that ended in error, bit 2 for a hop answered within its budget
-	// (WithinBudget). Its total is the hops' orphaned milliseconds.
+	// (withinBudget). Its total is the hops' orphaned milliseconds.
 	PathOutcome  = 0
 	PathDuration = 1 // an entry's or a call's duration, in ms
 	PathBudget   = 2 // an entry's recorded budget in ms, where it has one
@@ -62,24 +62,24 @@ const (
 // Roles of a hop in path_stats.
 const (
 	RoleOther = 0 // neither: an internal span within a service
-	RoleEntry = 1 // EntryHop
-	RoleCall  = 2 // CallHop
+	RoleEntry = 1 // entryHop
+	RoleCall  = 2 // callHop
 )
 
-// EntryHop selects the hops where a request enters a service: SERVER and
-// CONSUMER spans, and roots that are not calls. CallHop selects outgoing
+// entryHop selects the hops where a request enters a service: SERVER and
+// CONSUMER spans, and roots that are not calls. callHop selects outgoing
 // calls, a root CLIENT span (a trace that starts at a client) included: it
 // shares its path with its callee's SERVER span, and counting it as an entry
 // too counted such requests twice.
 const (
-	EntryHop = "(kind IN (2, 5) OR (parent_span_id = '' AND kind NOT IN (3, 4)))"
-	CallHop  = "(kind IN (3, 4))"
+	entryHop = "(kind IN (2, 5) OR (parent_span_id = '' AND kind NOT IN (3, 4)))"
+	callHop  = "(kind IN (3, 4))"
 )
 
-// WithinBudget is true for a hop answered without error inside the budget it
+// withinBudget is true for a hop answered without error inside the budget it
 // had (for an entry, its recorded budget; for a call, the time the request
 // had left), or with no budget known.
-const WithinBudget = "is_error = 0 AND (budget_ms IS NULL OR duration_ns <= budget_ms * 1000000)" +
+const withinBudget = "is_error = 0 AND (budget_ms IS NULL OR duration_ns <= budget_ms * 1000000)" +
 	" AND (remaining_ms IS NULL OR kind NOT IN (3, 4) OR duration_ns <= remaining_ms * 1000000)"
 
 // noMeasure marks a measure a hop has no value for (a budget not
@@ -121,9 +121,7 @@ func statsSelect(from, where string, keys []string, measures []measure, negate b
 	}
 	var sel, group, ids, buckets, values []string
 	for _, k := range keys {
-		sel = append(sel, k)
-		_, alias := splitAlias(k)
-		group = append(group, alias)
+		sel, group = append(sel, k), append(group, alias(k))
 	}
 	for _, m := range measures {
 		ids, buckets, values = append(ids, m.id), append(buckets, m.bucket), append(values, m.value)
@@ -137,15 +135,12 @@ func statsSelect(from, where string, keys []string, measures []measure, negate b
 		" WHERE " + filter + " GROUP BY " + strings.Join(group, ", ") + ", measure, bucket"
 }
 
-// splitAlias returns the expression and the name of "expr AS name", or k
-// twice when it has no alias.
-func splitAlias(k string) (expr, name string) {
-	for i := len(k) - 4; i > 0; i-- {
-		if k[i:i+4] == " AS " {
-			return k[:i], k[i+4:]
-		}
+// alias is the name of key "expr AS name", or the key itself.
+func alias(k string) string {
+	if i := strings.LastIndex(k, " AS "); i >= 0 {
+		return k[i+len(" AS "):]
 	}
-	return k, k
+	return k
 }
 
 // intervalOf is the start of the statistics interval of a span start.
@@ -160,20 +155,25 @@ const PathStatsColumns = "start_ns, path, kind, parent_span_id, is_error, budget
 func PathStatsSelect(from string, negate bool) string {
 	keys := []string{
 		intervalOf, "path",
-		"multiIf(" + EntryHop + ", toUInt8(1), " + CallHop + ", toUInt8(2), toUInt8(0)) AS role",
+		fmt.Sprintf("multiIf(%s, toUInt8(%d), %s, toUInt8(%d), toUInt8(%d)) AS role", entryHop, RoleEntry, callHop, RoleCall, RoleOther),
 		"toUInt8(parent_span_id = '') AS root",
 	}
 	// The reads take durations of entries and calls only, and budgets of
 	// entries only (Paths): a measure no read takes is not kept.
 	durationMs := "duration_ns / 1000000"
 	measures := []measure{
-		measureOf(PathOutcome, "", "toInt32(is_error) + 2 * toInt32(ifNull("+WithinBudget+", 0))", "orphaned_ms"),
-		measureOf(PathDuration, "("+EntryHop+" OR "+CallHop+")", bucketOf(durationMs), durationMs),
-		measureOf(PathBudget, "isNotNull(budget_ms) AND "+EntryHop, bucketOf("ifNull(budget_ms, 0)"), "ifNull(budget_ms, 0)"),
+		measureOf(PathOutcome, "", "toInt32(is_error) + 2 * toInt32(ifNull("+withinBudget+", 0))", "orphaned_ms"),
+		measureOf(PathDuration, "("+entryHop+" OR "+callHop+")", bucketOf(durationMs), durationMs),
+		measureOf(PathBudget, "isNotNull(budget_ms) AND "+entryHop, bucketOf("ifNull(budget_ms, 0)"), "ifNull(budget_ms, 0)"),
 		measureOf(PathCalls, "path_calls > 0", "path_calls", "path_calls"),
 	}
 	return statsSelect(from, "", keys, measures, negate)
 }
+
+// StatsColumns are the hop columns both PathStatsSelect and
+// EdgeStatsSelect read.
+const StatsColumns = PathStatsColumns + ", caller_service, caller_operation, callee_service, callee_operation, attempt, timeout_ms," +
+	" callee_duration_ns, inferred_timeout_ms, inference_confidence"
 
 // EdgeStatsColumns are the hop columns EdgeStatsSelect reads.
 const EdgeStatsColumns = "start_ns, kind, caller_service, caller_operation, callee_service, callee_operation, attempt, timeout_ms," +
@@ -192,5 +192,5 @@ func EdgeStatsSelect(from string, negate bool) string {
 		measureOf(EdgeInferred, "isNotNull(inferred_timeout_ms)", bucketOf("ifNull(inferred_timeout_ms, 0)"), "ifNull(inferred_timeout_ms, 0)"),
 		measureOf(EdgeConfidence, "isNotNull(inferred_timeout_ms)", bucketOf("inference_confidence"), "inference_confidence"),
 	}
-	return statsSelect(from, CallHop, keys, measures, negate)
+	return statsSelect(from, callHop, keys, measures, negate)
 }

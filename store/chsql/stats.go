@@ -209,6 +209,9 @@ type pathFigures struct {
 	calls    histogram // calls per trace
 }
 
+// pathRequests counts the requests of p (requests).
+func pathRequests(p *pathFigures) int64 { return p.requests().hops }
+
 // requests are the path's entry hops, or the calls to it when it has
 // none: the callee of a path that ends at an uninstrumented service (a
 // database, a third party) records no span. Counting both would count
@@ -276,8 +279,8 @@ func (s *Store) pathFiguresOf(ctx context.Context, w store.Window, measures ...i
 }
 
 // busiest returns the keys of figures with requests, the most requested
-// first (ties by key), at most limit of them.
-func busiest[K cmp.Ordered, V any](figures map[K]V, requests func(V) int64, limit int) []K {
+// first (ties in key order), at most limit of them.
+func busiest[K comparable, V any](figures map[K]V, requests func(V) int64, compareKeys func(a, b K) int, limit int) []K {
 	var keys []K
 	for k, v := range figures {
 		if requests(v) > 0 {
@@ -285,15 +288,9 @@ func busiest[K cmp.Ordered, V any](figures map[K]V, requests func(V) int64, limi
 		}
 	}
 	slices.SortFunc(keys, func(a, b K) int {
-		if c := cmp.Compare(requests(figures[b]), requests(figures[a])); c != 0 {
-			return c
-		}
-		return cmp.Compare(a, b)
+		return cmp.Or(cmp.Compare(requests(figures[b]), requests(figures[a])), compareKeys(a, b))
 	})
-	if len(keys) > limit {
-		keys = keys[:limit]
-	}
-	return keys
+	return keys[:min(len(keys), limit)]
 }
 
 // Paths implements store.Store.
@@ -302,7 +299,7 @@ func (s *Store) Paths(ctx context.Context, w store.Window, limit int) ([]store.P
 	if err != nil {
 		return nil, err
 	}
-	keys := busiest(figures, func(p *pathFigures) int64 { return p.requests().hops }, clampLimit(limit, 10_000))
+	keys := busiest(figures, pathRequests, strings.Compare, clampLimit(limit, 10_000))
 	out := make([]store.PathStats, 0, len(keys))
 	index := make(map[string]int, len(keys))
 	for _, path := range keys {
@@ -348,10 +345,9 @@ func (s *Store) PathRequests(ctx context.Context, w store.Window, limit int) (ma
 	if err != nil {
 		return nil, err
 	}
-	requests := func(p *pathFigures) int64 { return p.requests().hops }
 	out := make(map[string]uint64)
-	for _, path := range busiest(figures, requests, clampLimit(limit, 10_000)) {
-		out[path] = uint64(requests(figures[path]))
+	for _, path := range busiest(figures, pathRequests, strings.Compare, clampLimit(limit, 10_000)) {
+		out[path] = uint64(pathRequests(figures[path]))
 	}
 	return out, nil
 }
@@ -410,16 +406,7 @@ func (s *Store) Edges(ctx context.Context, w store.Window, limit int) ([]store.E
 	if err != nil {
 		return nil, fmt.Errorf("read edge statistics: %w", err)
 	}
-	keys := make([]edgeKey, 0, len(figures))
-	for k, e := range figures {
-		if e.calls > 0 {
-			keys = append(keys, k)
-		}
-	}
-	slices.SortFunc(keys, func(a, b edgeKey) int {
-		return cmp.Or(cmp.Compare(figures[b].calls, figures[a].calls), compareEdgeKeys(a, b))
-	})
-	keys = keys[:min(len(keys), clampLimit(limit, 10_000))]
+	keys := busiest(figures, func(e *edgeFigures) int64 { return e.calls }, compareEdgeKeys, clampLimit(limit, 10_000))
 	out := make([]store.EdgeStats, 0, len(keys))
 	for _, k := range keys {
 		e := figures[k]

@@ -322,50 +322,56 @@ func validToken(t string) bool {
 }
 
 // insert writes rows 0..n-1 of a batch (row(i) is row i) into t as one
-// block, deduplicated by token: by the engine's insert_deduplication_token
-// where the server has it, otherwise through the batches table (checked
-// before, recorded after the insert).
+// block, deduplicated by token (once).
 func insert[R any](ctx context.Context, s *Store, t *table[R], token string, n int, row func(int) R) error {
 	if n == 0 {
 		return nil
 	}
-	if !validToken(token) {
-		return fmt.Errorf("write %s: invalid dedup token %q", t.name, token)
-	}
-	if !s.features.DedupToken {
-		seen, err := s.recorded(ctx, token, t.name)
-		if err != nil {
-			return fmt.Errorf("write %s: check dedup token: %w", t.name, err)
+	err := s.once(ctx, token, t.name, uint64(n), func(dedup string) error {
+		blk := s.spare.take(t.name)
+		if blk == nil {
+			var err error
+			if blk, err = t.newBlock(); err != nil {
+				return err
+			}
 		}
-		if seen {
-			return nil
+		for i := range n {
+			t.appendRow(blk, row(i))
 		}
-	}
-	blk := s.spare.take(t.name)
-	if blk == nil {
-		var err error
-		if blk, err = t.newBlock(); err != nil {
-			return err
-		}
-	}
-	for i := range n {
-		t.appendRow(blk, row(i))
-	}
-	dedup := ""
-	if s.features.DedupToken {
-		dedup = token
-	}
-	err := s.insertBlock(ctx, t.name, blk, dedup)
-	s.spare.keep(t.name, blk)
+		err := s.insertBlock(ctx, t.name, blk, dedup)
+		s.spare.keep(t.name, blk)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("write %s: %w", t.name, err)
 	}
+	return nil
+}
+
+// once runs write (one insert of rows rows) once per token: by the
+// engine's insert_deduplication_token where the server has it (write gets
+// the token to pass), otherwise through the batches table, where the
+// token is looked up under recordAs before and recorded after (write gets
+// no token).
+func (s *Store) once(ctx context.Context, token, recordAs string, rows uint64, write func(dedup string) error) error {
+	if !validToken(token) {
+		return fmt.Errorf("invalid dedup token %q", token)
+	}
 	if s.features.DedupToken {
+		return write(token)
+	}
+	seen, err := s.recorded(ctx, token, recordAs)
+	if err != nil {
+		return fmt.Errorf("check dedup token: %w", err)
+	}
+	if seen {
 		return nil
 	}
-	err = insertOne(ctx, s, &batchesTable, batchRow{token: token, table: t.name, rows: uint64(n), writtenNs: uint64(time.Now().UnixNano())})
-	if err != nil {
-		return fmt.Errorf("write %s: record dedup token: %w", t.name, err)
+	if err := write(""); err != nil {
+		return err
+	}
+	if err := insertOne(ctx, s, &batchesTable, batchRow{token: token, table: recordAs, rows: rows, writtenNs: uint64(time.Now().UnixNano())}); err != nil {
+		return fmt.Errorf("record dedup token: %w", err)
 	}
 	return nil
 }

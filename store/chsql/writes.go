@@ -184,10 +184,15 @@ type analysis struct {
 // the records up: the analysis writes a trace's re-analysis record and its
 // hops through the same store, and most batches hold none.
 func (s *Store) undoSuperseded(ctx context.Context, token string, hops []schema.Hop) error {
+	// A round's hops share one analysis time: ask about each time once.
 	times := make(map[uint64]bool)
+	var last uint64
 	for i := range hops {
-		if at := hops[i].AnalyzedNs; at > 0 && s.reanalyses.has(at) {
-			times[at] = true
+		if at := hops[i].AnalyzedNs; at > 0 && at != last {
+			last = at
+			if s.reanalyses.has(at) {
+				times[at] = true
+			}
 		}
 	}
 	if len(times) == 0 {
@@ -262,43 +267,25 @@ func (s *Store) earlierHops(hops []*schema.Hop, analyzedNs uint64) string {
 	}
 	// A span's earlier analyses have its start time: bounding start_ns
 	// lets the read skip the granules of every path that cannot hold them.
-	return "(SELECT " + statsHopColumns + ", trace_id AS undo_trace, span_id AS undo_span, analyzed_ns AS undo_at FROM " + s.db + ".hops" +
+	return "(SELECT " + chschema.StatsColumns + ", trace_id AS undo_trace, span_id AS undo_span, analyzed_ns AS undo_at FROM " + s.db + ".hops" +
 		" WHERE trace_id IN (" + ids.String() + ") AND start_ns >= " + strconv.FormatUint(lo, 10) + " AND start_ns <= " + strconv.FormatUint(hi, 10) +
 		" AND analyzed_ns < " + strconv.FormatUint(analyzedNs, 10) + " AND (trace_id, span_id) IN (" + pairs.String() + ")" +
 		" ORDER BY undo_at DESC LIMIT 1 BY undo_trace, undo_span)"
 }
 
-// statsHopColumns are the hop columns both statistics read.
-const statsHopColumns = chschema.PathStatsColumns + ", caller_service, caller_operation, callee_service, callee_operation, attempt, timeout_ms," +
-	" callee_duration_ns, inferred_timeout_ms, inference_confidence"
-
-// insertSelect runs INSERT INTO t SELECT query once per token: under
-// insert_deduplication_token where the server has it, otherwise recorded
-// in the batches table (as "<table> undo", checked before and recorded
-// after, as insert does).
+// insertSelect runs INSERT INTO t SELECT query once per token (recorded
+// as "<table> undo" where the batches table keeps the tokens).
 func (s *Store) insertSelect(ctx context.Context, t *table[struct{}], token, query string) error {
-	table, tbl := t.name, t.name+" undo"
-	if !validToken(token) {
-		return fmt.Errorf("write %s: invalid dedup token %q", table, token)
-	}
 	cols := t.columnList()
-	stmt := "INSERT INTO " + s.db + "." + table + " (" + cols + ")"
-	if s.features.DedupToken {
-		stmt += " SETTINGS insert_deduplication_token = '" + token + "'"
-	} else if seen, err := s.recorded(ctx, token, tbl); err != nil {
-		return fmt.Errorf("write %s: check dedup token: %w", table, err)
-	} else if seen {
-		return nil
-	}
-	if err := s.conn.Exec(ctx, stmt+" SELECT "+cols+" FROM ("+query+")", nil); err != nil {
-		return fmt.Errorf("write %s: %w", table, err)
-	}
-	if s.features.DedupToken {
-		return nil
-	}
-	err := insertOne(ctx, s, &batchesTable, batchRow{token: token, table: tbl, writtenNs: uint64(time.Now().UnixNano())})
+	err := s.once(ctx, token, t.name+" undo", 0, func(dedup string) error {
+		stmt := "INSERT INTO " + s.db + "." + t.name + " (" + cols + ")"
+		if dedup != "" {
+			stmt += " SETTINGS insert_deduplication_token = '" + dedup + "'" // validToken: no quotes in it
+		}
+		return s.conn.Exec(ctx, stmt+" SELECT "+cols+" FROM ("+query+")", nil)
+	})
 	if err != nil {
-		return fmt.Errorf("write %s: record dedup token: %w", table, err)
+		return fmt.Errorf("write %s: %w", t.name, err)
 	}
 	return nil
 }
