@@ -216,6 +216,8 @@ type ConvertResult struct {
 	// the strings of a span may share memory with each other: treat them as
 	// read-only (appending to a shared slice is safe; it copies).
 	Spans []schema.Span
+	// Received is the number of spans the request held, valid or not.
+	Received int
 	// Rejected is the number of spans left out because they were invalid.
 	Rejected int
 	// RejectReason says why, suitable as an OTLP partial_success
@@ -302,11 +304,8 @@ func (c *Converter) WithTimeWindow(w SpanTimeWindow, now func() time.Time) (*Con
 // result shares no memory with it that td could later change (pdata strings
 // are immutable), so td may be reused or released afterwards.
 func (c *Converter) Convert(td ptrace.Traces) ConvertResult {
-	st := converter{lim: c.limits, earliest: 0, latest: math.MaxUint64}
-	if c.now != nil {
-		st.earliest, st.latest = c.window.bounds(c.now())
-	}
-	res := ConvertResult{Spans: make([]schema.Span, 0, td.SpanCount())}
+	st := c.newState()
+	res := ConvertResult{Spans: make([]schema.Span, 0, td.SpanCount()), Received: td.SpanCount()}
 
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
@@ -340,6 +339,15 @@ func (c *Converter) Convert(td ptrace.Traces) ConvertResult {
 	return res
 }
 
+// newState returns the state of one conversion.
+func (c *Converter) newState() converter {
+	st := converter{lim: c.limits, earliest: 0, latest: math.MaxUint64}
+	if c.now != nil {
+		st.earliest, st.latest = c.window.bounds(c.now())
+	}
+	return st
+}
+
 // converter is the per-call state of Convert. Keeping it out of Converter is
 // what makes Converter safe for concurrent use; it is allocated once per
 // call and reused for every span of the call.
@@ -371,14 +379,20 @@ type pendingValue struct {
 // valid checks the fields without which a span cannot be placed in a trace,
 // counting the first problem found.
 func (st *converter) valid(sp ptrace.Span) bool {
+	return st.validSpan(schema.TraceID(sp.TraceID()), schema.SpanID(sp.SpanID()),
+		uint64(sp.StartTimestamp()), uint64(sp.EndTimestamp()))
+}
+
+// validSpan is valid for a span's ids and times.
+func (st *converter) validSpan(trace schema.TraceID, span schema.SpanID, start, end uint64) bool {
 	switch {
-	case sp.TraceID().IsEmpty():
+	case trace == schema.TraceID{}:
 		st.stats.RejectedZeroTraceID++
-	case sp.SpanID().IsEmpty():
+	case span == schema.SpanID{}:
 		st.stats.RejectedZeroSpanID++
-	case sp.EndTimestamp() < sp.StartTimestamp():
+	case end < start:
 		st.stats.RejectedEndBeforeStart++
-	case uint64(sp.StartTimestamp()) < st.earliest || uint64(sp.EndTimestamp()) > st.latest:
+	case start < st.earliest || end > st.latest:
 		st.stats.RejectedOutsideWindow++
 	default:
 		return true
@@ -397,23 +411,32 @@ func (st *converter) resource(r pcommon.Resource) (schema.Attributes, string) {
 	// copies instead of writing into the array every span of the resource
 	// shares.
 	attrs = attrs[:len(attrs):len(attrs)]
+	return attrs, st.serviceName(attrs, m.Len(), func() (string, bool) {
+		v, ok := m.Get(attrServiceName)
+		return v.Str(), ok && v.Type() == pcommon.ValueTypeStr
+	})
+}
 
+// serviceName finds the service a resource names among attrs, its
+// converted attributes, out of all it sent. original returns the first
+// service.name it sent, if that is a string.
+func (st *converter) serviceName(attrs schema.Attributes, all int, original func() (string, bool)) string {
 	if a, ok := attrs.Get(attrServiceName); ok {
 		if a.Value != "" {
-			return attrs, a.Value
+			return a.Value
 		}
-		return attrs, UnknownService
+		return UnknownService
 	}
-	if len(attrs) < m.Len() {
+	if len(attrs) < all {
 		// service.name may have been cut by MaxResourceAttrs; it names the
 		// service whatever the limit, so look for it in the original.
-		if v, ok := m.Get(attrServiceName); ok && v.Type() == pcommon.ValueTypeStr {
-			if name := st.strValue(v.Str()); name != "" {
-				return attrs, name
+		if v, ok := original(); ok {
+			if name := st.strValue(v); name != "" {
+				return name
 			}
 		}
 	}
-	return attrs, UnknownService
+	return UnknownService
 }
 
 // capBytes drops the attributes past limit bytes of keys and values,

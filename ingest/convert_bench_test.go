@@ -16,7 +16,7 @@ const benchSpans = 1000
 // BenchmarkDecodeConvert measures the ingest hot path for one OTLP/protobuf
 // request: unmarshal, then convert to schema spans. MB/s is request bytes.
 func BenchmarkDecodeConvert(b *testing.B) {
-	benchmarkDecodeConvert(b, ingesttest.Spans(1, benchSpans))
+	benchmarkDecodeConvert(b, ingesttest.Spans(1, benchSpans), decodeConvert)
 }
 
 // BenchmarkDecodeConvertAttributes is BenchmarkDecodeConvert with 0, 10
@@ -24,28 +24,49 @@ func BenchmarkDecodeConvert(b *testing.B) {
 // ingest cost of a span grows with its attributes (docs/performance.md's
 // cost model).
 func BenchmarkDecodeConvertAttributes(b *testing.B) {
+	benchmarkAttributes(b, decodeConvert)
+}
+
+// BenchmarkConvertProto is BenchmarkDecodeConvertAttributes through
+// ConvertProto, which reads the protobuf without building pdata's objects
+// (the path the receivers take).
+func BenchmarkConvertProto(b *testing.B) {
+	benchmarkAttributes(b, (*Converter).ConvertProto)
+}
+
+func benchmarkAttributes(b *testing.B, convert func(*Converter, []byte) (ConvertResult, error)) {
 	for _, extra := range []int{0, 10, 40} {
 		b.Run("extra="+strconv.Itoa(extra), func(b *testing.B) {
 			td := ingesttest.Spans(1, benchSpans)
 			ingesttest.AddAttributes(td, extra)
-			benchmarkDecodeConvert(b, td)
+			benchmarkDecodeConvert(b, td, convert)
 		})
 	}
 }
 
-func benchmarkDecodeConvert(b *testing.B, request ptrace.Traces) {
+// decodeConvert decodes body with pdata and converts it, as the receivers
+// did before ConvertProto.
+func decodeConvert(c *Converter, body []byte) (ConvertResult, error) {
+	var u ptrace.ProtoUnmarshaler
+	td, err := u.UnmarshalTraces(body)
+	if err != nil {
+		return ConvertResult{}, err
+	}
+	return c.Convert(td), nil
+}
+
+func benchmarkDecodeConvert(b *testing.B, request ptrace.Traces, convert func(*Converter, []byte) (ConvertResult, error)) {
 	body := marshalProto(b, request)
 	c := newTestConverter(b, DefaultLimits())
-	var u ptrace.ProtoUnmarshaler
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	spans := 0
 	for b.Loop() {
-		td, err := u.UnmarshalTraces(body)
+		res, err := convert(c, body)
 		if err != nil {
 			b.Fatal(err)
 		}
-		spans += len(c.Convert(td).Spans)
+		spans += len(res.Spans)
 	}
 	b.ReportMetric(float64(len(body))/float64(request.SpanCount()), "proto-B/span")
 	b.ReportMetric(float64(spans)/b.Elapsed().Seconds(), "spans/s")

@@ -132,7 +132,8 @@ func TestConvertEveryField(t *testing.T) {
 	link.Attributes().PutStr("link.kind", "follows_from")
 	link.Attributes().PutDouble("link.weight", 0.5)
 
-	got := newTestConverter(t, DefaultLimits()).Convert(td)
+	c := newTestConverter(t, DefaultLimits())
+	got := c.Convert(td)
 
 	wantRes := append(schema.Attributes{schema.Str("service.name", "checkout")}, everyTypeAttrs()...)
 	wantAttrs := append(everyTypeAttrs(), schema.Int(schema.AttrRemainingMs, 1500))
@@ -173,7 +174,10 @@ func TestConvertEveryField(t *testing.T) {
 			},
 		}},
 	}
-	require.Equal(t, ConvertResult{Spans: []schema.Span{want}}, got)
+	require.Equal(t, ConvertResult{Spans: []schema.Span{want}, Received: 1}, got)
+	fromWire, err := c.ConvertProto(marshalProto(t, td))
+	require.NoError(t, err)
+	require.Equal(t, got, fromWire, "the same from the protobuf")
 
 	// The converted span feeds the budget reader as the analyzer will use it.
 	facts := budgetread.Read(&got.Spans[0])
@@ -259,7 +263,8 @@ func TestConvertSharesResourceAcrossSpans(t *testing.T) {
 	second.SetTraceID(testTraceID)
 	second.SetSpanID(testParent)
 
-	got := newTestConverter(t, DefaultLimits()).Convert(td)
+	c := newTestConverter(t, DefaultLimits())
+	got := c.Convert(td)
 	require.Len(t, got.Spans, 2)
 	a, b := got.Spans[0].ResourceAttrs, got.Spans[1].ResourceAttrs
 	require.Equal(t, schema.Attributes{schema.Str("service.name", "cart"), schema.Int("process.pid", 4242)}, a)
@@ -315,7 +320,8 @@ func TestConvertEmptyBytesInArray(t *testing.T) {
 	// encoding/json writes as null; an empty value is not a missing one.
 	td, _, sp := newSpan()
 	sp.Attributes().PutEmptySlice("v").AppendEmpty().SetEmptyBytes()
-	got := newTestConverter(t, DefaultLimits()).Convert(td)
+	c := newTestConverter(t, DefaultLimits())
+	got := c.Convert(td)
 	require.Equal(t, schema.Attributes{{Key: "v", Type: schema.AttrSlice, Value: `[""]`}}, got.Spans[0].Attrs)
 }
 
@@ -346,7 +352,8 @@ func TestConvertCutsKeysAndNames(t *testing.T) {
 			sp.Events().AppendEmpty().SetName(long)
 		}
 	}
-	got := newTestConverter(t, DefaultLimits()).Convert(td)
+	c := newTestConverter(t, DefaultLimits())
+	got := c.Convert(td)
 	require.Len(t, got.Spans, 5000)
 	first := got.Spans[0]
 	require.Len(t, first.ResourceAttrs[1].Key, 256)
@@ -606,7 +613,8 @@ func TestConvertRepairsInvalidUTF8(t *testing.T) {
 	sp.Events().AppendEmpty().SetName("ev\xff")
 	sp.Attributes().PutStr("valid", "€ is fine")
 
-	got := newTestConverter(t, DefaultLimits()).Convert(td)
+	c := newTestConverter(t, DefaultLimits())
+	got := c.Convert(td)
 	require.Len(t, got.Spans, 1)
 	s := got.Spans[0]
 	require.Equal(t, "scope\uFFFD", s.ScopeName)
@@ -708,7 +716,8 @@ func TestConvertCapsResourceBytes(t *testing.T) {
 		res.Attributes().PutStr(fmt.Sprintf("attr.%02d", i), strings.Repeat("v", 1017)) // 1 KiB with the key
 	}
 	res.Attributes().PutStr("service.name", "checkout")
-	got := newTestConverter(t, DefaultLimits()).Convert(td)
+	c := newTestConverter(t, DefaultLimits())
+	got := c.Convert(td)
 	attrs := got.Spans[0].ResourceAttrs
 	require.Len(t, attrs, 33, "32 KiB hold 32 attributes of 1 KiB, and service.name")
 	require.Equal(t, "attr.31", attrs[31].Key)

@@ -2,28 +2,30 @@ package ingest
 
 import "google.golang.org/protobuf/encoding/protowire"
 
-// Decoding a request takes far more memory than its protobuf: pdata
-// allocates a struct for every attribute, value, span, event and link, and
-// grows the slices holding them, so a request of many small attributes
-// decodes to about ten times its size (an empty attribute is 4 bytes on the
-// wire and over 90 in memory; a realistic span about four times its size).
-// The in-flight budget charges what the decoded request will take,
-// estimated from the message before decoding it, so that
-// ingest.max_in_flight_bytes bounds memory rather than wire bytes. The
-// costs below are what pdata's decoder allocated per item, garbage from
-// growing slices included, rounded up, with room for the race detector's
-// extra allocations (TestDecodedSizeBoundsDecoding).
+// Converting a request takes more memory than its protobuf: the copy of
+// the request the spans' strings are cut from, a span struct per span, an
+// attribute struct per attribute (40 bytes, where an empty attribute is 4
+// bytes on the wire), and the text of every number. The in-flight budget
+// charges what the converted request will take, estimated from the message
+// before decoding it, so that ingest.max_in_flight_bytes bounds memory
+// rather than wire bytes. The costs below are what ConvertProto allocated
+// per item, rounded up, with room for the text of any value (a double's is
+// up to 24 bytes) and for the race detector's extra allocations
+// (TestDecodedSizeBoundsDecoding).
 const (
 	// decodedPerAttr is one attribute (KeyValue).
-	decodedPerAttr = 144
-	// decodedPerArrayValue is one element of an array value (AnyValue).
-	decodedPerArrayValue = 64
+	decodedPerAttr = 64
+	// decodedPerArrayValue is one element of an array or map value,
+	// written as text into its attribute's value.
+	decodedPerArrayValue = 16
 	// decodedPerSpan is one span without its attributes, events and links.
-	decodedPerSpan = 256
+	decodedPerSpan = 288
 	// decodedPerEvent is one event or link without its attributes.
-	decodedPerEvent = 128
+	decodedPerEvent = 80
 	// decodedPerJSONByte is the cost of a byte of OTLP/JSON, which is not
-	// scanned: its smallest attribute takes about 20 bytes.
+	// scanned and is decoded by pdata, which allocates a struct per
+	// attribute, value, span, event and link: its smallest attribute takes
+	// about 20 bytes.
 	decodedPerJSONByte = 6
 )
 
@@ -49,10 +51,10 @@ const (
 	fieldKeyValueValues = 1 // KeyValueList
 )
 
-// decodedSize estimates the memory pdata takes to decode the
-// OTLP/protobuf export request msg: its bytes and an eighth (strings are
-// copied into Go's size classes, which round up by less than that) plus a
-// fixed cost per attribute, value, span, event and link. It reads only
+// decodedSize estimates the memory ConvertProto takes to convert the
+// OTLP/protobuf export request msg: its bytes and an eighth (the copy of
+// the request, rounded up to Go's size classes) plus a fixed cost per
+// attribute, value, span, event and link. It reads only
 // tags and lengths. A malformed message is estimated as far as it can be
 // read; decoding it fails anyway.
 func decodedSize(msg []byte) int64 {
@@ -134,7 +136,7 @@ func child(l level, num protowire.Number) (next level, cost int64, ok bool) {
 	case arrayLevel:
 		return anyValueLevel, decodedPerArrayValue, num == fieldArrayValues
 	case kvlistLevel:
-		return keyValueLevel, decodedPerAttr, num == fieldKeyValueValues
+		return keyValueLevel, decodedPerArrayValue, num == fieldKeyValueValues
 	}
 	return 0, 0, false
 }

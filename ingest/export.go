@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"time"
 
-	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/grpc/codes"
 
@@ -182,14 +181,12 @@ func (s *Server) warnOverloaded(transport string) {
 }
 
 // export is the one export path both transports share once they have
-// decoded a request: convert with the limits, make the valid spans durable
-// (the write path hands them to the analysis), and build the response, with partial_success when
-// spans were rejected. It returns an error only when nothing was stored
-// and the sender should retry.
-func (s *Server) export(ctx context.Context, td ptrace.Traces, transport string) (ptraceotlp.ExportResponse, outcome, error) {
-	received := td.SpanCount()
-	res := s.conv.Convert(td)
-	s.m.converted(transport, received, res.Stats)
+// decoded and converted a request: make the valid spans durable (the write
+// path hands them to the analysis), and build the response, with
+// partial_success when spans were rejected. It returns an error only when
+// nothing was stored and the sender should retry.
+func (s *Server) export(ctx context.Context, res ConvertResult, transport string) (ptraceotlp.ExportResponse, outcome, error) {
+	s.m.converted(transport, res.Received, res.Stats)
 
 	if len(res.Spans) > 0 {
 		if err := s.dur.Commit(ctx, res.Spans); err != nil {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -134,15 +133,14 @@ func (s *Server) exportGRPCRequest(ctx context.Context, dec func(any) error) (*r
 		in.free()
 		return nil, outcomeOverloaded, s.grpcError(err)
 	}
-	req := ptraceotlp.NewExportRequest()
-	err = req.UnmarshalProto(data)
-	// pdata copies what it keeps, so gRPC's buffer can go back now.
+	res, err := s.conv.ConvertProto(data)
+	// The conversion copies what it keeps, so gRPC's buffer can go back now.
 	in.free()
 	if err != nil {
 		return nil, outcomeMalformed, s.grpcError(fail(outcomeMalformed, fmt.Errorf("decode otlp/protobuf: %w", err)))
 	}
 
-	resp, o, err := s.export(ctx, req.Traces(), transportGRPC)
+	resp, o, err := s.export(ctx, res, transportGRPC)
 	if err != nil {
 		return nil, o, s.grpcError(fail(o, err))
 	}

@@ -14,8 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/collector/pdata/ptrace"
-	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -123,7 +121,7 @@ func (s *Server) exportHTTP(w http.ResponseWriter, r *http.Request) outcome {
 	// never a slot, and ingest.http.read_timeout cuts it off.
 	in := &budgetReader{budget: s.inflight}
 	defer func() { s.inflight.release(in.reserved) }()
-	td, err := s.readHTTPRequest(w, r, enc, in)
+	res, err := s.readHTTPRequest(w, r, enc, in)
 	if err != nil {
 		return s.writeHTTPError(w, enc, err)
 	}
@@ -131,7 +129,7 @@ func (s *Server) exportHTTP(w http.ResponseWriter, r *http.Request) outcome {
 		return s.writeHTTPError(w, enc, fail(outcomeOverloaded, errors.New("too many concurrent requests")))
 	}
 	defer s.release(s.httpSlots)
-	resp, o, err := s.export(r.Context(), td, transportHTTP)
+	resp, o, err := s.export(r.Context(), res, transportHTTP)
 	if err != nil {
 		return s.writeHTTPError(w, enc, fail(o, err))
 	}
@@ -158,10 +156,10 @@ func (s *Server) exportHTTP(w http.ResponseWriter, r *http.Request) outcome {
 // read through a limit of max_request_bytes+1 both on the wire and after
 // decompression, so a small body that inflates to gigabytes costs at most
 // the limit in memory before it is refused.
-func (s *Server) readHTTPRequest(w http.ResponseWriter, r *http.Request, enc bodyEncoding, body *budgetReader) (ptrace.Traces, error) {
+func (s *Server) readHTTPRequest(w http.ResponseWriter, r *http.Request, enc bodyEncoding, body *budgetReader) (ConvertResult, error) {
 	limit := s.cfg.HTTP.MaxRequestBytes
 	if r.ContentLength > limit {
-		return ptrace.Traces{}, fail(outcomeTooLarge,
+		return ConvertResult{}, fail(outcomeTooLarge,
 			fmt.Errorf("request body of %d bytes is over the limit of %d bytes", r.ContentLength, limit))
 	}
 	wire := &countingReader{r: http.MaxBytesReader(w, r.Body, limit)}
@@ -169,7 +167,7 @@ func (s *Server) readHTTPRequest(w http.ResponseWriter, r *http.Request, enc bod
 
 	src, closeSrc, err := s.decompressor(r.Header.Get("Content-Encoding"), wire)
 	if err != nil {
-		return ptrace.Traces{}, readError(err, wire, limit)
+		return ConvertResult{}, readError(err, wire, limit)
 	}
 	defer closeSrc()
 
@@ -185,10 +183,10 @@ func (s *Server) readHTTPRequest(w http.ResponseWriter, r *http.Request, enc bod
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			s.m.receiveTimeouts.WithLabelValues(transportHTTP).Inc()
 		}
-		return ptrace.Traces{}, readError(err, wire, limit)
+		return ConvertResult{}, readError(err, wire, limit)
 	}
 	if int64(buf.Len()) > limit {
-		return ptrace.Traces{}, fail(outcomeTooLarge,
+		return ConvertResult{}, fail(outcomeTooLarge,
 			fmt.Errorf("request body is over the limit of %d bytes after decompression", limit))
 	}
 	s.m.requestBytes.WithLabelValues(transportHTTP, "decoded").Add(float64(buf.Len()))
@@ -204,29 +202,30 @@ func (s *Server) readHTTPRequest(w http.ResponseWriter, r *http.Request, enc bod
 		decoded = decodedSize(buf.Bytes())
 	}
 	if !body.reserveTotal(s.inflight.clamp(decoded)) {
-		return ptrace.Traces{}, fail(outcomeOverloaded, errBudgetFull)
+		return ConvertResult{}, fail(outcomeOverloaded, errBudgetFull)
 	}
 	if err := s.admit(protoBytes, transportHTTP); err != nil {
-		return ptrace.Traces{}, err
+		return ConvertResult{}, err
 	}
-	return decodeHTTPBody(buf.Bytes(), enc)
+	return s.convertHTTPBody(buf.Bytes(), enc)
 }
 
-// decodeHTTPBody decodes an OTLP ExportTraceServiceRequest. The result
-// shares no memory with body, which is reused for the next request.
-func decodeHTTPBody(body []byte, enc bodyEncoding) (ptrace.Traces, error) {
+// convertHTTPBody decodes and converts an OTLP ExportTraceServiceRequest.
+// The result shares no memory with body, which is reused for the next
+// request.
+func (s *Server) convertHTTPBody(body []byte, enc bodyEncoding) (ConvertResult, error) {
 	if enc == encodingJSON {
 		td, err := unmarshalJSON(body)
 		if err != nil {
-			return ptrace.Traces{}, fail(outcomeMalformed, fmt.Errorf("decode otlp/json: %w", err))
+			return ConvertResult{}, fail(outcomeMalformed, fmt.Errorf("decode otlp/json: %w", err))
 		}
-		return td, nil
+		return s.conv.Convert(td), nil
 	}
-	req := ptraceotlp.NewExportRequest()
-	if err := req.UnmarshalProto(body); err != nil {
-		return ptrace.Traces{}, fail(outcomeMalformed, fmt.Errorf("decode otlp/protobuf: %w", err))
+	res, err := s.conv.ConvertProto(body)
+	if err != nil {
+		return ConvertResult{}, fail(outcomeMalformed, fmt.Errorf("decode otlp/protobuf: %w", err))
 	}
-	return req.Traces(), nil
+	return res, nil
 }
 
 // decompressor returns a reader of the decompressed body for a

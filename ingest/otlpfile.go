@@ -367,6 +367,7 @@ func ReadSpans(r io.Reader, c *Converter) (ConvertResult, error) {
 		} else {
 			res.Spans = append(res.Spans, cr.Spans...)
 		}
+		res.Received += cr.Received
 		res.Stats.Add(cr.Stats)
 	}
 	res.Rejected = res.Stats.Rejected()
