@@ -109,3 +109,30 @@ func TestCompactKeepsTimeoutVerdict(t *testing.T) {
 	// The combinations reach every verdict: none, timeout, cancellation.
 	require.Len(t, verdicts, 3, "%v over %d spans", verdicts, n)
 }
+
+// TestAssemblyHoldsCompactedSpans checks that assembly gives back every
+// field Compact keeps: it holds spans in a narrower struct, and a field
+// Compact starts keeping must be held too. The span has every field set,
+// so whatever Compact keeps of it is there to lose.
+func TestAssemblyHoldsCompactedSpans(t *testing.T) {
+	attrs := schema.Attributes{schema.Int(schema.AttrTimeoutMs, 250), schema.Str("peer.service", "db"), schema.Str("other", "x")}
+	full := schema.Span{
+		TraceID: schema.TraceID{1}, SpanID: schema.SpanID{2}, ParentSpanID: schema.SpanID{3},
+		TraceState: "k=v", Service: "checkout", Name: "GET /", Kind: schema.KindClient,
+		StartNs: 1_000, EndNs: 2_000, StatusCode: schema.StatusError, StatusMessage: "context deadline exceeded",
+		ScopeName: "scope", ScopeVersion: "1", ResourceAttrs: schema.Attributes{schema.Str("service.name", "checkout")},
+		Attrs: attrs,
+		Events: []schema.Event{{TimeNs: 1_500, Name: schema.EventCancelled,
+			Attrs: schema.Attributes{schema.Str(schema.AttrCancelSource, "deadline")}}},
+		Links: []schema.Link{{TraceID: schema.TraceID{9}, SpanID: schema.SpanID{9}, Attrs: attrs}},
+	}
+	compacted := Compact(full)
+	a := NewAssembler(DefaultAssemblerConfig())
+	a.Add([]schema.Span{compacted}, time.Unix(0, 0))
+	ready := a.Ready(time.Unix(0, 0), true)
+	require.Len(t, ready, 1)
+	require.Equal(t, []schema.Span{compacted}, ready[0].Spans)
+	require.NotEmpty(t, compacted.Attrs)
+	require.NotEmpty(t, compacted.Events)
+	require.NotEmpty(t, compacted.StatusMessage)
+}
