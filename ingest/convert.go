@@ -366,6 +366,38 @@ type converter struct {
 	pending []pendingValue
 	// raw is scratch space for bytes values before base64 encoding.
 	raw []byte
+	// textEnd bounds buf while an array or map value is written into it:
+	// an element that would end past it is cut with the rest of the value
+	// anyway, so its strings and bytes stop there rather than grow buf by
+	// up to six times their size (a string of control characters escapes
+	// each byte as \u00XX). 0: no bound. over says a write stopped at it.
+	textEnd int
+	over    bool
+}
+
+// fits reports whether n more bytes fit in dst before textEnd, and notes
+// when they do not.
+func (st *converter) fits(dst []byte, n int) bool {
+	if st.textEnd > 0 && len(dst)+n > st.textEnd {
+		st.over = true
+		return false
+	}
+	return true
+}
+
+// bound starts writing an array or map value that begins at start in buf:
+// its text may not pass MaxAttrValueBytes. It returns the function that
+// ends the bound.
+func (st *converter) bound(start int) func() {
+	st.textEnd, st.over = start+st.lim.MaxAttrValueBytes, false
+	return func() { st.textEnd, st.over = 0, false }
+}
+
+// cutAt reports whether the element just written into dst, of the value
+// that began at start, takes the value past MaxAttrValueBytes (with its
+// closing bracket).
+func (st *converter) cutAt(dst []byte, start int) bool {
+	return st.over || len(dst)-start+1 > st.lim.MaxAttrValueBytes
 }
 
 // pendingValue is an attribute whose Value is buf[start:end] once flushed.

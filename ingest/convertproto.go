@@ -695,6 +695,7 @@ func (d *protoConverter) value(a *schema.Attr, v wireValue) {
 		}
 		// When the value does not fit MaxAttrValueBytes, keep the leading
 		// elements that fit: cutting inside one would leave invalid JSON.
+		defer st.bound(start)()
 		st.buf = append(st.buf, open)
 		first := true
 		eachElement(v.s, kind, func(kv wireKV) bool {
@@ -704,7 +705,7 @@ func (d *protoConverter) value(a *schema.Attr, v wireValue) {
 			}
 			first = false
 			st.buf = d.appendElement(st.buf, kv, kind)
-			if len(st.buf)-start+1 > st.lim.MaxAttrValueBytes {
+			if st.cutAt(st.buf, start) {
 				st.buf = st.buf[:mark]
 				st.stats.TruncatedValues++
 				return false
@@ -746,6 +747,9 @@ func (d *protoConverter) appendJSON(dst []byte, v wireValue) []byte {
 	case pcommon.ValueTypeDouble:
 		return appendJSONFloat(dst, math.Float64frombits(v.n))
 	case pcommon.ValueTypeBytes:
+		if !d.st.fits(dst, base64.StdEncoding.EncodedLen(len(v.s))+2) {
+			return dst
+		}
 		dst = append(dst, '"')
 		dst = d.st.appendBase64(dst, v.s)
 		return append(dst, '"')
@@ -762,7 +766,7 @@ func (d *protoConverter) appendJSON(dst []byte, v wireValue) []byte {
 			}
 			first = false
 			dst = d.appendElement(dst, kv, kind)
-			return true
+			return !d.st.over
 		})
 		return append(dst, end)
 	default:

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/budgetd/budgetd/ingest/ingesttest"
+	"github.com/budgetd/budgetd/schema"
 )
 
 // tightLimits are limits small enough that the test requests reach every
@@ -285,4 +287,47 @@ func FuzzConvertProto(f *testing.F) {
 	f.Fuzz(func(t *testing.T, msg []byte) {
 		requireSameAsPdata(t, converters, msg)
 	})
+}
+
+// TestValueTextIsBounded checks that an array or map value whose element
+// would take it past MaxAttrValueBytes is cut without writing the
+// element's text: a string of control characters escapes to six times its
+// size, bytes to four thirds, and either conversion would otherwise grow
+// its buffer by that much for an element it drops.
+func TestValueTextIsBounded(t *testing.T) {
+	const big = 1 << 20
+	td, _, sp := newSpan()
+	list := sp.Attributes().PutEmptySlice("list")
+	list.AppendEmpty().SetStr("kept")
+	list.AppendEmpty().SetStr(strings.Repeat("\x01", big))
+	nested := sp.Attributes().PutEmptySlice("nested")
+	nested.AppendEmpty().SetEmptySlice().AppendEmpty().SetEmptyBytes().FromRaw(make([]byte, big))
+	sp.Attributes().PutEmptyMap("map").PutStr("k", strings.Repeat("\u2028", big/3))
+	msg := marshalProto(t, td)
+	c := newTestConverter(t, DefaultLimits())
+
+	allocated := func(convert func() ConvertResult) (ConvertResult, uint64) {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		res := convert()
+		runtime.ReadMemStats(&after)
+		return res, after.TotalAlloc - before.TotalAlloc
+	}
+	fromWire, wireBytes := allocated(func() ConvertResult {
+		res, err := c.ConvertProto(msg)
+		require.NoError(t, err)
+		return res
+	})
+	fromPdata, pdataBytes := allocated(func() ConvertResult { return c.Convert(td) })
+	require.Equal(t, fromPdata, fromWire)
+	require.Equal(t, schema.Attributes{
+		{Key: "list", Type: schema.AttrSlice, Value: `["kept"]`},
+		{Key: "nested", Type: schema.AttrSlice, Value: `[]`},
+		{Key: "map", Type: schema.AttrMap, Value: `{}`},
+	}, fromWire.Spans[0].Attrs)
+	require.Equal(t, 3, fromWire.Stats.TruncatedValues)
+	// The copy of the request and the span; no text of the cut elements.
+	require.Less(t, wireBytes, uint64(len(msg))+big/2, "ConvertProto allocated %d bytes for a %d-byte request", wireBytes, len(msg))
+	require.Less(t, pdataBytes, uint64(big/2), "Convert allocated %d bytes", pdataBytes)
 }

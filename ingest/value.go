@@ -43,6 +43,7 @@ func (st *converter) rawBytes(bs pcommon.ByteSlice, n int) []byte {
 // fit: cutting inside an element would leave invalid JSON.
 func (st *converter) appendTopSlice(dst []byte, s pcommon.Slice) []byte {
 	start := len(dst)
+	defer st.bound(start)()
 	dst = append(dst, '[')
 	for i := 0; i < s.Len(); i++ {
 		mark := len(dst)
@@ -50,7 +51,7 @@ func (st *converter) appendTopSlice(dst []byte, s pcommon.Slice) []byte {
 			dst = append(dst, ',')
 		}
 		dst = st.appendJSON(dst, s.At(i))
-		if len(dst)-start+len("]") > st.lim.MaxAttrValueBytes {
+		if st.cutAt(dst, start) {
 			dst = dst[:mark]
 			st.stats.TruncatedValues++
 			break
@@ -64,6 +65,7 @@ func (st *converter) appendTopSlice(dst []byte, s pcommon.Slice) []byte {
 // does not fit MaxAttrValueBytes it keeps the leading entries that fit.
 func (st *converter) appendTopMap(dst []byte, m pcommon.Map) []byte {
 	start := len(dst)
+	defer st.bound(start)()
 	dst = append(dst, '{')
 	first := true
 	for k, v := range m.All() {
@@ -74,7 +76,7 @@ func (st *converter) appendTopMap(dst []byte, m pcommon.Map) []byte {
 		dst = st.appendJSONString(dst, k)
 		dst = append(dst, ':')
 		dst = st.appendJSON(dst, v)
-		if len(dst)-start+len("}") > st.lim.MaxAttrValueBytes {
+		if st.cutAt(dst, start) {
 			dst = dst[:mark]
 			st.stats.TruncatedValues++
 			break
@@ -100,13 +102,16 @@ func (st *converter) appendJSON(dst []byte, v pcommon.Value) []byte {
 		return appendJSONFloat(dst, v.Double())
 	case pcommon.ValueTypeBytes:
 		bs := v.Bytes()
+		if !st.fits(dst, base64.StdEncoding.EncodedLen(bs.Len())+2) {
+			return dst
+		}
 		dst = append(dst, '"')
 		dst = base64.StdEncoding.AppendEncode(dst, st.rawBytes(bs, bs.Len()))
 		return append(dst, '"')
 	case pcommon.ValueTypeSlice:
 		s := v.Slice()
 		dst = append(dst, '[')
-		for i := 0; i < s.Len(); i++ {
+		for i := 0; i < s.Len() && !st.over; i++ {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
@@ -117,6 +122,9 @@ func (st *converter) appendJSON(dst []byte, v pcommon.Value) []byte {
 		dst = append(dst, '{')
 		first := true
 		for k, e := range v.Map().All() {
+			if st.over {
+				break
+			}
 			if !first {
 				dst = append(dst, ',')
 			}
@@ -167,7 +175,8 @@ func jsonSafe(b byte) bool {
 
 // appendJSONString appends s as a JSON string with encoding/json's default
 // escaping. Each invalid UTF-8 byte becomes \ufffd (counted as a repair, once
-// per string), as encoding/json does.
+// per string), as encoding/json does. Within an array or map value it stops
+// where the value would pass its bound (textEnd): the element is cut then.
 func (st *converter) appendJSONString(dst []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	repaired := false
@@ -178,6 +187,14 @@ func (st *converter) appendJSONString(dst []byte, s string) []byte {
 			if jsonSafe(b) {
 				i++
 				continue
+			}
+			escape := 6 // \u00XX
+			switch b {
+			case '\\', '"', '\b', '\f', '\n', '\r', '\t':
+				escape = 2
+			}
+			if !st.fits(dst, i-start+escape) {
+				return dst
 			}
 			dst = append(dst, s[start:i]...)
 			switch b {
@@ -204,6 +221,9 @@ func (st *converter) appendJSONString(dst []byte, s string) []byte {
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
 		if r == utf8.RuneError && size == 1 {
+			if !st.fits(dst, i-start+6) {
+				return dst
+			}
 			dst = append(dst, s[start:i]...)
 			dst = append(dst, `\ufffd`...)
 			repaired = true
@@ -213,6 +233,9 @@ func (st *converter) appendJSONString(dst []byte, s string) []byte {
 		}
 		// U+2028 and U+2029 are valid JSON but end lines in JavaScript.
 		if r == '\u2028' || r == '\u2029' {
+			if !st.fits(dst, i-start+6) {
+				return dst
+			}
 			dst = append(dst, s[start:i]...)
 			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xF])
 			i += size
@@ -220,6 +243,9 @@ func (st *converter) appendJSONString(dst []byte, s string) []byte {
 			continue
 		}
 		i += size
+	}
+	if !st.fits(dst, len(s)-start+1) {
+		return dst
 	}
 	dst = append(dst, s[start:]...)
 	if repaired {
