@@ -294,6 +294,9 @@ const maxTraceSpans = 20_000
 // store.TraceLimits.Bytes); the JSON answer is about twice as large.
 const maxTraceBytes = 32 << 20
 
+// TraceLimits are the limits GET /traces/{trace_id} reads a trace with.
+var TraceLimits = store.TraceLimits{Spans: maxTraceSpans, Bytes: maxTraceBytes}
+
 // spanJSON is one span of GET /traces/{trace_id} with its budget chain.
 type spanJSON struct {
 	SpanID        string            `json:"span_id"`
@@ -362,7 +365,7 @@ func (s *Server) trace(c *gin.Context) {
 		return
 	}
 	defer cancel()
-	spans, truncated, err := s.store.Trace(ctx, id, store.TraceLimits{Spans: maxTraceSpans, Bytes: maxTraceBytes})
+	spans, truncated, err := s.store.Trace(ctx, id, TraceLimits)
 	if err != nil {
 		s.writeError(c, err)
 		return

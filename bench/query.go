@@ -179,28 +179,45 @@ func Queries(ctx context.Context, st *chsql.Store, runs int) (map[string][2]time
 	if len(spans) == 0 {
 		return nil, fmt.Errorf("query benchmark: no spans in the window")
 	}
+	get := func(path string) (*httptest.ResponseRecorder, error) {
+		rec := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(rec, httptest.NewRequestWithContext(ctx, http.MethodGet, path, nil))
+		if rec.Code != http.StatusOK {
+			return nil, fmt.Errorf("GET %s: %d %s", path, rec.Code, rec.Body)
+		}
+		return rec, nil
+	}
 	queries := map[string]func() error{
+		// The spans of a trace, read within the API's limits (sizes first,
+		// then the spans that fit).
 		"trace by id": func() error {
-			_, _, err := st.Trace(ctx, spans[rand.IntN(len(spans))].TraceID, store.TraceLimits{})
+			_, _, err := st.Trace(ctx, spans[rand.IntN(len(spans))].TraceID, api.TraceLimits)
 			return err
 		},
-		// What the API's trace page reads (GET /api/v1/traces/{id}): the
-		// spans, the trace's hops and its findings.
+		// The API's trace page (GET /api/v1/traces/{id}): the spans, the
+		// trace's hops and its findings, encoded.
 		"trace view": func() error {
 			id := spans[rand.IntN(len(spans))].TraceID
-			spans, _, err := st.Trace(ctx, id, store.TraceLimits{})
+			rec, err := get("/api/v1/traces/" + id.String())
 			if err != nil {
 				return err
 			}
-			hops, err := st.TraceHops(ctx, id, store.SpanWindow(spans))
-			if err != nil {
+			var trace struct {
+				Spans []struct {
+					Budget *struct {
+						Path string `json:"path"`
+					} `json:"budget"`
+				} `json:"spans"`
+			}
+			if err := json.Unmarshal(rec.Body.Bytes(), &trace); err != nil {
 				return err
 			}
-			if len(hops) == 0 { // every filled trace is analysed
-				return fmt.Errorf("trace %s has no hops", id)
+			for _, s := range trace.Spans {
+				if s.Budget != nil { // every filled trace is analysed
+					return nil
+				}
 			}
-			_, err = st.Findings(ctx, store.FindingQuery{TraceID: id.String(), Window: store.AnalysisWindow(hops), Limit: store.MaxPageSize})
-			return err
+			return fmt.Errorf("trace %s has no analysed span", id)
 		},
 		"findings first page": func() error {
 			_, err := st.Findings(ctx, store.FindingQuery{Limit: 100})
@@ -215,11 +232,10 @@ func Queries(ctx context.Context, st *chsql.Store, runs int) (map[string][2]time
 			return err
 		},
 		"problems, 1 h": func() error {
-			rec := httptest.NewRecorder()
 			// The API's longest timeout, so a slow list is timed, not refused.
-			srv.Handler().ServeHTTP(rec, httptest.NewRequestWithContext(ctx, http.MethodGet, "/api/v1/problems?timeout=60s", nil))
-			if rec.Code != http.StatusOK {
-				return fmt.Errorf("GET /api/v1/problems: %d %s", rec.Code, rec.Body)
+			rec, err := get("/api/v1/problems?timeout=60s")
+			if err != nil {
+				return err
 			}
 			var page struct {
 				Problems []json.RawMessage `json:"problems"`
