@@ -30,6 +30,7 @@ type spanRow struct {
 	lTrace, lSpan, lState                                []string
 	lKeys, lValues                                       [][]string
 	lTypes                                               [][]uint8
+	bytes                                                uint32
 }
 
 func (r *spanRow) dest() []any {
@@ -38,7 +39,7 @@ func (r *spanRow) dest() []any {
 		&r.startNs, &r.endNs, &r.statusCode, &r.statusMessage, &r.scopeName, &r.scopeVersion,
 		&r.rKeys, &r.rTypes, &r.rValues, &r.aKeys, &r.aTypes, &r.aValues,
 		&r.evTimes, &r.evNames, &r.evKeys, &r.evTypes, &r.evValues,
-		&r.lTrace, &r.lSpan, &r.lState, &r.lKeys, &r.lTypes, &r.lValues,
+		&r.lTrace, &r.lSpan, &r.lState, &r.lKeys, &r.lTypes, &r.lValues, &r.bytes,
 	}
 }
 
@@ -198,18 +199,13 @@ func (s *Store) Trace(ctx context.Context, id schema.TraceID, lim store.TraceLim
 	return spans, truncated, nil
 }
 
-// spanBytes is the size of a span row as TraceLimits.Bytes counts it: its
-// strings and the keys and values of its attributes, events and links, its
-// resource's included.
-const spanBytes = "(200 + length(name) + length(status_message) + length(trace_state) + length(scope_name) + length(service)" +
-	" + arraySum(arrayMap(x -> length(x), arrayConcat(resource_attr_keys, resource_attr_values, attr_keys, attr_values, event_names, link_trace_states)))" +
-	" + arraySum(arrayMap(a -> arraySum(arrayMap(x -> length(x), a)), arrayConcat(event_attr_keys, event_attr_values, link_attr_keys, link_attr_values))))"
-
 // spansWithin returns how many of the trace's first spans (from is the
 // read's FROM … LIMIT BY clause) fit in lim, and how many it has in all
 // (up to lim.Spans).
 func (s *Store) spansWithin(ctx context.Context, from string, params Params, lim store.TraceLimits) (fit, total int, err error) {
-	q := "SELECT toUInt64(" + spanBytes + ")" + from
+	// span_bytes is each span's size as TraceLimits.Bytes counts it, stored
+	// with it (spanBytes).
+	q := "SELECT toUInt64(span_bytes)" + from
 	if lim.Spans > 0 {
 		q += " LIMIT " + strconv.Itoa(lim.Spans+1)
 	}

@@ -241,7 +241,7 @@ func richSpan() schema.Span {
 }
 
 func testSpanRoundTrip(t *testing.T, h Harness) {
-	s, _ := open(t, h)
+	s, db := open(t, h)
 	ctx := ctxT(t)
 	rich := richSpan()
 	root := schema.Span{TraceID: tid(1), SpanID: sid(99), Service: "edge", Name: "GET /", Kind: schema.KindServer,
@@ -264,6 +264,23 @@ func testSpanRoundTrip(t *testing.T, h Harness) {
 	all, err := s.Spans(ctx, store.Window{SinceNs: root.StartNs, UntilNs: root.StartNs}, 0)
 	require.NoError(t, err)
 	require.Equal(t, []schema.Span{root}, all, "window bounds are inclusive")
+
+	// The size inserts store (chsql.spanBytes) is the one the column's
+	// DEFAULT computes for spans stored before it (0020_span_bytes.sql).
+	var sizes, same uint64
+	rows, err := s.Conn().Query(ctx, "SELECT count(), countIf(span_bytes = toUInt32(200 + length(name)"+
+		" + length(status_message) + length(trace_state) + length(scope_name) + length(service)"+
+		" + arraySum(arrayMap(x -> length(x), arrayConcat(resource_attr_keys, resource_attr_values, attr_keys, attr_values, event_names, link_trace_states)))"+
+		" + arraySum(arrayMap(a -> arraySum(arrayMap(x -> length(x), a)), arrayConcat(event_attr_keys, event_attr_values, link_attr_keys, link_attr_values)))))"+
+		" FROM "+db+".spans", nil)
+	require.NoError(t, err)
+	for rows.Next() {
+		require.NoError(t, rows.Scan(&sizes, &same))
+	}
+	require.NoError(t, rows.Err())
+	rows.Close()
+	require.EqualValues(t, 2, sizes)
+	require.Equal(t, sizes, same, "span_bytes as the DEFAULT counts it")
 }
 
 func sampleHop(n int) schema.Hop {
