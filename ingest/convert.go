@@ -556,6 +556,16 @@ func statusCode(c ptrace.StatusCode) schema.StatusCode {
 	return schema.StatusCode(c)
 }
 
+// pend makes a's Value what was written into buf from start on, once
+// flushed ("" when nothing was).
+func (st *converter) pend(a *schema.Attr, start int) {
+	if len(st.buf) == start {
+		a.Value = ""
+		return
+	}
+	st.pending = append(st.pending, pendingValue{attr: a, start: start, end: len(st.buf)})
+}
+
 // begin starts collecting the non-string values of one span or resource.
 func (st *converter) begin() {
 	st.buf = st.buf[:0]
@@ -682,9 +692,5 @@ func (st *converter) value(a *schema.Attr, v pcommon.Value) {
 		a.Value = ""
 		return
 	}
-	if len(st.buf) == start {
-		a.Value = ""
-		return
-	}
-	st.pending = append(st.pending, pendingValue{attr: a, start: start, end: len(st.buf)})
+	st.pend(a, start)
 }

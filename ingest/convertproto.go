@@ -718,11 +718,7 @@ func (d *protoConverter) value(a *schema.Attr, v wireValue) {
 		a.Value = ""
 		return
 	}
-	if len(st.buf) == start {
-		a.Value = ""
-		return
-	}
-	st.pending = append(st.pending, pendingValue{attr: a, start: start, end: len(st.buf)})
+	st.pend(a, start)
 }
 
 // appendElement appends an element of an array (its value) or of a list
