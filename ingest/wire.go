@@ -175,48 +175,46 @@ func (r *fieldReader) next() bool {
 	return r.err == nil
 }
 
+// is reports whether the current field was sent with wire type t, and
+// otherwise fails the read naming field.
+func (r *fieldReader) is(t wireType, field string) bool {
+	if r.typ != t {
+		r.err = wrongWireType(field, r.typ)
+		return false
+	}
+	return true
+}
+
 // bytes reads the current field as length-delimited, named field for the
 // error when it was sent as something else.
-func (r *fieldReader) bytes(field string) string {
-	if r.typ != wireLen {
-		r.err = wrongWireType(field, r.typ)
-		return ""
+func (r *fieldReader) bytes(field string) (b string) {
+	if r.is(wireLen, field) {
+		b, r.pos, r.err = consumeLen(r.s, r.pos)
 	}
-	var b string
-	b, r.pos, r.err = consumeLen(r.s, r.pos)
 	return b
 }
 
 // varint reads the current field as a varint.
-func (r *fieldReader) varint(field string) uint64 {
-	if r.typ != wireVarint {
-		r.err = wrongWireType(field, r.typ)
-		return 0
+func (r *fieldReader) varint(field string) (n uint64) {
+	if r.is(wireVarint, field) {
+		n, r.pos, r.err = consumeVarint(r.s, r.pos)
 	}
-	var n uint64
-	n, r.pos, r.err = consumeVarint(r.s, r.pos)
 	return n
 }
 
 // fixed64 reads the current field as a fixed 64-bit value.
-func (r *fieldReader) fixed64(field string) uint64 {
-	if r.typ != wireI64 {
-		r.err = wrongWireType(field, r.typ)
-		return 0
+func (r *fieldReader) fixed64(field string) (n uint64) {
+	if r.is(wireI64, field) {
+		n, r.pos, r.err = consumeI64(r.s, r.pos)
 	}
-	var n uint64
-	n, r.pos, r.err = consumeI64(r.s, r.pos)
 	return n
 }
 
 // fixed32 reads the current field as a fixed 32-bit value.
-func (r *fieldReader) fixed32(field string) uint32 {
-	if r.typ != wireI32 {
-		r.err = wrongWireType(field, r.typ)
-		return 0
+func (r *fieldReader) fixed32(field string) (n uint32) {
+	if r.is(wireI32, field) {
+		n, r.pos, r.err = consumeI32(r.s, r.pos)
 	}
-	var n uint32
-	n, r.pos, r.err = consumeI32(r.s, r.pos)
 	return n
 }
 
