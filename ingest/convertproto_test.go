@@ -229,6 +229,9 @@ func protoRequests(t testing.TB) map[string][]byte {
 		protoField(2, concat(unknown, protoField(2, concat(unknown, span)))))))
 	reqs["wrong wire type"] = request(protoField(2, protoField(2, concat(span,
 		protowire.AppendVarint(protowire.AppendTag(nil, 5, protowire.VarintType), 1)))))
+	// A varint field sent as an empty length-delimited one: read as a
+	// varint, its length byte would pass for the value and the rest parse.
+	reqs["varint sent as bytes"] = request(protoField(2, protoField(2, concat(span, protoField(6)))))
 	reqs["short trace id"] = request(protoField(2, protoField(2, concat(span, protoField(1, []byte{1, 2})))))
 	reqs["truncated"] = valid[:len(valid)-3]
 	reqs["group end first"] = protowire.AppendTag(nil, 5, protowire.EndGroupType)
@@ -260,7 +263,7 @@ func TestConvertProtoMatchesPdata(t *testing.T) {
 	// The cases reach both sides of each boundary.
 	for name, decodes := range map[string]bool{
 		"nested 49 levels": true, "nested 50 levels": false,
-		"wrong wire type": false, "short trace id": false, "every field": true,
+		"wrong wire type": false, "varint sent as bytes": false, "short trace id": false, "every field": true,
 		"deprecated scope spans": true, "unknown fields everywhere": true, "group holding a field": false, "group ending a message": false,
 	} {
 		_, err := decodePdata(reqs[name])
