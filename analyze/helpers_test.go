@@ -82,6 +82,7 @@ func source(s schema.BudgetSource) schema.Attr {
 	return schema.Str(schema.AttrSource, string(s))
 }
 func peerSvc(s string) schema.Attr { return schema.Str("peer.service", s) }
+func host(name string) schema.Attr { return schema.Str("server.address", name) }
 func timedOut() schema.Attr        { return schema.Str(schema.AttrErrorType, "timeout") }
 func resend(n int64) schema.Attr   { return schema.Int(schema.AttrHTTPResendCount, n) }
 func headerTimeoutMs(v string) schema.Attr {

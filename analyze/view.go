@@ -312,9 +312,7 @@ func (v *view) groupCalls() {
 			v.splitAttempts([]attemptCand{{i: top}})
 		}
 	}
-	for ci := range v.calls {
-		v.resolveCallee(ci)
-	}
+	v.resolveCallees()
 }
 
 // maxRetryScan bounds how many of the calls opened last a sibling without
@@ -398,22 +396,67 @@ func (v *view) splitAttempts(cands []attemptCand) {
 	}
 }
 
-// resolveCallee names the callee of a logical call once for all its attempts,
-// so that an attempt that never reached the callee (and so has no server
-// span) still gets the same path as the attempts that did.
-func (v *view) resolveCallee(ci int) {
-	lc := &v.calls[ci]
-	for _, i := range lc.spans {
-		if ec := v.entryChild(i); ec >= 0 {
-			s := &v.t.Spans[ec]
-			lc.calleeSvc, lc.calleeOp = serviceName(s.Service), s.Name
-			return
+// resolveCallees names the callee of every logical call once for all its
+// attempts, so that an attempt that never reached the callee (and so has no
+// server span) gets the same path as the attempts that did.
+//
+// A call none of whose attempts was answered takes the callee that answered
+// the same caller's calls of the same name to the same peer elsewhere in the
+// trace: under retries, the last attempt below a retried call is often cut
+// off before the callee records anything, and naming it from its peer
+// attribute (an address) would file it under a path of its own, splitting
+// one leaf edge in two and undercounting its calls. When those calls were
+// answered by different callees (an address in front of several services),
+// or by none, or the call names no peer, it is named from its own
+// attributes.
+func (v *view) resolveCallees() {
+	var unanswered []int
+	for ci := range v.calls {
+		lc := &v.calls[ci]
+		for _, i := range lc.spans {
+			if ec := v.entryChild(i); ec >= 0 {
+				s := &v.t.Spans[ec]
+				lc.calleeSvc, lc.calleeOp = serviceName(s.Service), s.Name
+				break
+			}
+		}
+		if lc.calleeSvc == "" {
+			unanswered = append(unanswered, ci)
 		}
 	}
-	s := &v.t.Spans[lc.spans[0]]
-	lc.calleeSvc, lc.calleeOp = peer(s), s.Name
-	if lc.calleeSvc == "" {
-		lc.calleeSvc = unknownService
+	if len(unanswered) == 0 {
+		return
+	}
+	type via struct{ caller, name, peer string }
+	viaOf := func(lc *logicalCall) via {
+		s := &v.t.Spans[lc.spans[0]]
+		return via{s.Service, s.Name, peer(s)}
+	}
+	type target struct{ svc, op string }
+	answered := map[via]target{}
+	ambiguous := map[via]bool{}
+	for ci := range v.calls {
+		lc := &v.calls[ci]
+		if lc.calleeSvc == "" {
+			continue
+		}
+		key, t := viaOf(lc), target{lc.calleeSvc, lc.calleeOp}
+		if prev, ok := answered[key]; ok && prev != t {
+			ambiguous[key] = true
+		}
+		answered[key] = t
+	}
+	for _, ci := range unanswered {
+		lc := &v.calls[ci]
+		key := viaOf(lc)
+		if t, ok := answered[key]; ok && key.peer != "" && !ambiguous[key] {
+			lc.calleeSvc, lc.calleeOp = t.svc, t.op
+			continue
+		}
+		lc.calleeSvc, lc.calleeOp = key.peer, v.t.Spans[lc.spans[0]].Name
+		if lc.calleeSvc == "" {
+			lc.calleeSvc = unknownService
+		}
 	}
 }
 
