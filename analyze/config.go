@@ -9,10 +9,12 @@ import (
 // Config is what a user sets for the detectors (the analyze section of the
 // YAML configuration, or flags of `budgetd analyze`).
 type Config struct {
-	// SkewToleranceMs is how far, in milliseconds, two hosts' clocks may
-	// disagree before budgetd believes a timing. Overruns and budget
-	// increases below it are ignored, and a server span that sticks out of
-	// its client by less than it is not shifted.
+	// SkewToleranceMs is how far, in milliseconds, two hosts' clocks (or
+	// one host's wall clock, stepped by time synchronisation) may disagree
+	// before budgetd believes a timing. Overruns, budget increases, and
+	// timeouts or retry policies past the time left below it are ignored,
+	// and a server span that sticks out of its client by less than it is
+	// not shifted.
 	SkewToleranceMs float64 `yaml:"skew_tolerance_ms" json:"skew_tolerance_ms"`
 	// RetryAmplificationThreshold is the number of calls of one leaf edge in
 	// one trace at which retry_amplification fires even when retries

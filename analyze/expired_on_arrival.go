@@ -26,7 +26,15 @@ func (v *view) expiredOnArrival(now time.Time, out []schema.Finding) []schema.Fi
 		}
 		r, ok := v.remaining(i)
 		late := nd.hasGiveUp && nd.start > nd.giveUp+v.tolNs
-		if !(ok && r+v.slackMs(i) <= 0) && !late {
+		// A budget the span itself recorded as spent needs no clock
+		// reading; R from a deadline above is a difference of two spans'
+		// start times, which may disagree by the skew tolerance
+		// (overBudget).
+		spent := ok && r+v.slackMs(i)+nsToMs(v.tolNs) <= 0
+		if own := nd.facts.RemainingMs; own != nil && *own <= 0 {
+			spent = true
+		}
+		if !spent && !late {
 			continue
 		}
 		when := ""

@@ -31,6 +31,20 @@ func TestExpiredOnArrival(t *testing.T) {
 			want: []want{{span: 3, severity: schema.SeverityCritical, evidence: map[string]float64{"remaining_ms": -5, "duration_ms": 1500}}},
 		},
 		{
+			// order had 100 ms from t=20 (R at pricing: −8 ms, 5 ms of
+			// it allowed for where order's clock started), but pricing's
+			// start time and order's may disagree by the skew tolerance
+			// (two hosts, or a stepped wall clock).
+			name: "arrives less than the skew tolerance past a deadline above",
+			spans: build(1,
+				sp{id: 1, svc: "gateway", name: "GET /checkout", kind: server, start: 0, end: 3000, attrs: attrs(rem(1000))},
+				sp{id: 2, parent: 1, svc: "gateway", name: "POST /order", kind: client, start: 10, end: 900, attrs: attrs(tmo(800))},
+				sp{id: 3, parent: 2, svc: "order", name: "POST /order", kind: server, start: 20, end: 800, attrs: attrs(rem(100))},
+				sp{id: 4, parent: 3, svc: "order", name: "POST /price", kind: client, start: 30, end: 700, attrs: attrs(peerSvc("pricing"))},
+				sp{id: 5, parent: 4, svc: "pricing", name: "POST /price", kind: server, start: 128, end: 600},
+			),
+		},
+		{
 			name: "zero budget from a header",
 			spans: build(1,
 				sp{id: 3, parent: missing, svc: "order", name: "POST /order", kind: server, start: 0, end: 20, attrs: attrs(headerTimeoutMs("0"))},

@@ -41,17 +41,14 @@ func (v *view) timeoutInversions(now time.Time, out []schema.Finding) []schema.F
 		if !ok {
 			continue
 		}
-		left := r.ms
-		if !r.inferred {
-			left += v.slackMs(i)
-		}
 		// A call that carries the budget itself (the edge client) sets
 		// the deadline with its timeout: the two are one clock.
 		if own := nd.facts.RemainingMs; own != nil && !timeout.inferred && timeout.ms <= *own && r.ms >= *own {
 			continue
 		}
-		reachesCaller := timeout.ms < left && v.reachesCallerTimeout(i, timeout)
-		if timeout.ms < left && !reachesCaller {
+		over := v.overBudget(i, timeout, r)
+		reachesCaller := !over && v.reachesCallerTimeout(i, timeout)
+		if !over && !reachesCaller {
 			continue
 		}
 		sev := schema.SeverityWarning

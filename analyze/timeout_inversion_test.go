@@ -41,21 +41,44 @@ func TestTimeoutInversion(t *testing.T) {
 		},
 		{
 			// The gateway's middleware may have read its budget up to 5 ms
-			// (the skew tolerance) after its span started: a timeout that
-			// clock explains is no inversion.
-			name: "timeout within the clock-start allowance",
+			// (the skew tolerance) after its span started, and the two
+			// spans' start times may disagree by the skew tolerance (a
+			// wall clock stepped between them): a timeout those explain is
+			// no inversion.
+			name: "timeout within the clock-start allowance and the skew tolerance",
 			spans: build(1,
 				sp{id: 1, svc: "gateway", name: "GET /checkout", kind: server, start: 0, end: 1200, attrs: attrs(rem(1000))},
-				sp{id: 2, parent: 1, svc: "gateway", name: "POST /order", kind: client, start: 100, end: 1100, attrs: attrs(tmo(904))},
+				sp{id: 2, parent: 1, svc: "gateway", name: "POST /order", kind: client, start: 100, end: 1100, attrs: attrs(tmo(909.9))},
 			),
 		},
 		{
-			name: "timeout just past the clock-start allowance",
+			name: "timeout just past the clock-start allowance and the skew tolerance",
 			spans: build(1,
 				sp{id: 1, svc: "gateway", name: "GET /checkout", kind: server, start: 0, end: 1200, attrs: attrs(rem(1000))},
-				sp{id: 2, parent: 1, svc: "gateway", name: "POST /order", kind: client, start: 100, end: 1100, attrs: attrs(tmo(905))},
+				sp{id: 2, parent: 1, svc: "gateway", name: "POST /order", kind: client, start: 100, end: 1100, attrs: attrs(tmo(910))},
 			),
-			want: []want{{span: 2, severity: schema.SeverityWarning, evidence: map[string]float64{"remaining_ms": 900, "timeout_ms": 905}}},
+			want: []want{{span: 2, severity: schema.SeverityWarning, evidence: map[string]float64{"remaining_ms": 900, "timeout_ms": 910}}},
+		},
+		{
+			// No clock reading enters it: the call started after the
+			// budget was read, so a timeout of the whole budget is more
+			// than was left, by however little time passed.
+			name: "timeout of the whole budget a millisecond later",
+			spans: build(1,
+				sp{id: 1, svc: "gateway", name: "GET /checkout", kind: server, start: 0, end: 1200, attrs: attrs(rem(1000))},
+				sp{id: 2, parent: 1, svc: "gateway", name: "POST /order", kind: client, start: 1, end: 1100, attrs: attrs(tmo(1000))},
+			),
+			want: []want{{span: 2, severity: schema.SeverityWarning, evidence: map[string]float64{"remaining_ms": 999, "timeout_ms": 1000}}},
+		},
+		{
+			name: "timeout of the budget a hop above received",
+			spans: build(1,
+				sp{id: 1, svc: "edge", name: "GET /", kind: server, start: 0, end: 1200, attrs: attrs(rem(1000))},
+				sp{id: 2, parent: 1, svc: "edge", name: "GET", kind: client, start: 1, end: 1100, attrs: attrs(tmo(800))},
+				sp{id: 3, parent: 2, svc: "order", name: "POST /order", kind: server, start: 2, end: 1000, attrs: attrs(rem(798))},
+				sp{id: 4, parent: 3, svc: "order", name: "POST /price", kind: client, start: 3, end: 900, attrs: attrs(tmo(798))},
+			),
+			want: []want{{span: 4, severity: schema.SeverityWarning, evidence: map[string]float64{"remaining_ms": 797, "timeout_ms": 798}}},
 		},
 		{
 			name: "timeout inside the remaining budget",

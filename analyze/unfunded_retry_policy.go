@@ -59,7 +59,7 @@ func (v *view) unfundedRetryPolicies(now time.Time, out []schema.Finding) []sche
 		}
 		n := float64(maxAttempts)
 		required := n*(*timeout) + (n-1)*b
-		if required <= r+v.slackMs(first) {
+		if !v.overBudget(first, inferredMs{known: true, ms: required}, inferredMs{known: true, ms: r}) {
 			continue
 		}
 		sev := schema.SeverityWarning

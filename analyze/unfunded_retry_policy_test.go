@@ -27,6 +27,20 @@ func TestUnfundedRetryPolicy(t *testing.T) {
 				"remaining_ms": 1670, "required_ms": 1900, "max_attempts": 2, "timeout_ms": 900, "backoff_ms": 100}}},
 		},
 		{
+			// R is a difference of two spans' wall-clock start times: an
+			// excess the skew tolerance explains is not judged.
+			name:  "a policy needing less than the skew tolerance past what was left",
+			spans: chain(db(2, 30, 200, tmo(835), maxAttempts(2), backoff(9))),
+		},
+		{
+			// No clock reading enters it: the call started after the
+			// budget was read.
+			name:  "a policy needing the whole budget a millisecond after it was read",
+			spans: chain(db(2, 1, 200, tmo(800), maxAttempts(2), backoff(100))),
+			want: []want{{span: 2, severity: schema.SeverityWarning, evidence: map[string]float64{
+				"remaining_ms": 1699, "required_ms": 1700, "max_attempts": 2, "timeout_ms": 800, "backoff_ms": 100}}},
+		},
+		{
 			name:  "a policy divided from the budget is funded",
 			spans: chain(db(2, 30, 200, tmo(780), maxAttempts(2), backoff(100))),
 		},

@@ -64,6 +64,11 @@ type node struct {
 	clockSlack  int64 // how much later D may really be: the clockSlack of the span that set it plus the transits since
 	hasEdge     bool
 	edge        int64 // the root deadline: the root's budget, or the topmost source=edge one
+	// ceiling is the smallest budget (budget.remaining_ms) recorded at or
+	// above the span, in milliseconds: no call below it can have had more
+	// time left, however the hosts' clocks read (budgetCeiling).
+	hasCeiling bool
+	ceiling    float64
 
 	hasGiveUp bool
 	giveUp    int64 // G: earliest instant a caller on the ancestor chain stopped waiting
@@ -492,12 +497,16 @@ func (v *view) budgets() {
 				nd.clockSlack += min(max(nd.start-pn.start, 0), pn.end-pn.start)
 			}
 			nd.hasEdge, nd.edge = pn.hasEdge, pn.edge
+			nd.hasCeiling, nd.ceiling = pn.hasCeiling, pn.ceiling
 			nd.hasGiveUp, nd.giveUp, nd.giveUpWhy, nd.giveUpBy = pn.hasGiveUp, pn.giveUp, pn.giveUpWhy, pn.giveUpBy
 			if v.t.Spans[p].Kind == schema.KindClient {
 				nd.earlierGiveUp(pn.end, giveUpClient, serviceName(v.t.Spans[p].Service))
 			}
 		}
 		if r := nd.facts.RemainingMs; r != nil {
+			if !nd.hasCeiling || *r < nd.ceiling {
+				nd.hasCeiling, nd.ceiling = true, *r
+			}
 			d := nd.start + msToNs(*r)
 			own := v.clockSlack(i)
 			if !nd.hasDeadline || d < nd.deadline {
@@ -616,6 +625,33 @@ func (nd *node) earlierGiveUp(at int64, why giveUpReason, by string) {
 // slackMs is span i's clockSlack in milliseconds: how much more than R the
 // request may really have had left at span i (0 when R was not recorded).
 func (v *view) slackMs(i int) float64 { return nsToMs(v.n[i].clockSlack) }
+
+// overBudget reports whether need, a call's timeout or what its retry
+// policy needs, is at least what the request had left when call span i
+// started: r. Either may be recorded or inferred.
+//
+// Two comparisons, each sound however the clocks read. need reaching the
+// smallest budget recorded at or above the call (ceiling), when need is
+// recorded, needs no clock
+// reading: the call started after every budget above it was read, so it
+// had less. Otherwise r is a difference of two clock readings (the span
+// that set the deadline, and this one), which may be on different hosts;
+// and even on one host, time synchronisation steps the wall clock the
+// spans' start times come from, not the monotonic clock their durations
+// come from. need must pass r, with the allowance for where the budget's
+// clock started (clockSlack, recorded deadlines only), by the skew
+// tolerance.
+func (v *view) overBudget(i int, need inferredMs, r inferredMs) bool {
+	nd := &v.n[i]
+	if !need.inferred && nd.hasCeiling && need.ms >= nd.ceiling {
+		return true
+	}
+	left := r.ms + nsToMs(v.tolNs)
+	if !r.inferred {
+		left += v.slackMs(i)
+	}
+	return need.ms >= left
+}
 
 // remaining returns R at span i's start: the deadline D minus the start.
 func (v *view) remaining(i int) (float64, bool) {

@@ -296,6 +296,7 @@ type plan struct {
 func (r *recorder) truth(p plan) *Truth {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.wallClock()
 	ms := func(d time.Duration) Ms {
 		real := float64(d) / float64(time.Millisecond)
 		return Ms{Real: real, Scenario: real / p.scale}
@@ -435,6 +436,24 @@ func (r *recorder) truth(p plan) *Truth {
 	}
 	t.Findings = r.findings(p)
 	return t
+}
+
+// wallClock strips the monotonic clock readings from every instant
+// recorded (the caller holds r.mu), so that the summary, like the findings
+// (groundtruth.New), reads the wall clock the spans' start times come from.
+func (r *recorder) wallClock() {
+	for i := range r.reqs {
+		rq := &r.reqs[i]
+		rq.start, rq.end, rq.deadline = rq.start.Round(0), rq.end.Round(0), rq.deadline.Round(0)
+	}
+	for i := range r.calls {
+		c := &r.calls[i]
+		c.start, c.end = c.start.Round(0), c.end.Round(0)
+	}
+	for i := range r.invs {
+		inv := &r.invs[i]
+		inv.start, inv.end, inv.cancelAt = inv.start.Round(0), inv.end.Round(0), inv.cancelAt.Round(0)
+	}
 }
 
 // findings judges, per finding kind, what a correct budgetd reports on the

@@ -60,3 +60,23 @@ type Invocation struct {
 	Edge     bool
 	Rejected bool
 }
+
+// wallClock strips the monotonic clock readings from every instant of the
+// log (time.Time.Round(0)), so that durations between them are read from
+// the wall clock.
+func (l *Log) wallClock() {
+	wall := func(ts ...*time.Time) {
+		for _, t := range ts {
+			*t = t.Round(0)
+		}
+	}
+	for _, r := range l.Requests {
+		wall(&r.Start, &r.Deadline)
+	}
+	for _, c := range l.Calls {
+		wall(&c.Start, &c.End)
+	}
+	for _, inv := range l.Invs {
+		wall(&inv.Start, &inv.End, &inv.CancelAt, &inv.MsgDeadline)
+	}
+}

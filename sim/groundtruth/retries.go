@@ -27,7 +27,7 @@ func (b *Builder) UnfundedRetryPolicies() {
 		}
 		n := time.Duration(c.MaxAttempts)
 		required := n*c.OwnTimeout + (n-1)*c.Backoff
-		b.Add(JudgeExact(required-d.Sub(c.Start)), Expect{Kind: schema.KindUnfundedRetryPolicy, TraceID: c.Trace, Service: c.Caller, Callee: c.Callee})
+		b.Add(JudgeOver(required-d.Sub(c.Start), b.reachesBudget(c, required, true)), Expect{Kind: schema.KindUnfundedRetryPolicy, TraceID: c.Trace, Service: c.Caller, Callee: c.Callee})
 	}
 }
 

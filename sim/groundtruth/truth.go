@@ -19,10 +19,19 @@ import (
 // process may be 5.0x ms in its spans, and whether budgetd reports it is a
 // coin flip the truth does not score.
 //
-// A comparison budgetd makes without a tolerance (a timeout against the time
-// left, a retry policy against it) is exact in its figures but not in its
-// instants: a case counts from ExactMargin past the threshold, and one at
-// least NoiseMargin on the good side is clearly fine.
+// A timeout or a retry policy is compared with the time left (R) two ways
+// (JudgeOver): exactly, when it reaches the request's whole budget, which
+// needs no clock reading, and otherwise with the skew tolerance, since R is
+// a difference of clock readings. A case counts from ExactMargin past R in
+// the first way and from ClearMargin in the second; one at least
+// NoiseMargin on the good side is clearly fine.
+//
+// Every instant is the wall clock's, the clock the spans' start times are
+// read from (Builder strips the monotonic readings): time synchronisation
+// steps it, on this machine by a millisecond every few hundred under load,
+// while the spans' durations (and the in-process timers) follow the
+// monotonic clock. budgetd can only see the spans, so the truth judges the
+// instants the spans record.
 const (
 	ClearMargin = 20 * time.Millisecond
 	NoiseMargin = 3 * time.Millisecond
@@ -94,6 +103,19 @@ func Judge(d time.Duration) Verdict {
 	return Unsure
 }
 
+// JudgeOver classifies a timeout or retry policy that needs over more than
+// the time left: as JudgeExact when clockFree (it needs at least the whole
+// budget a caller above had, which budgetd decides without reading a
+// clock), and otherwise real only from ClearMargin, ambiguous from
+// ExactMargin.
+func JudgeOver(over time.Duration, clockFree bool) Verdict {
+	v := JudgeExact(over)
+	if v == Yes && !clockFree && over < ClearMargin {
+		return Unsure
+	}
+	return v
+}
+
 // JudgeExact classifies by how far d is past a threshold budgetd applies
 // without a tolerance (timeout ≥ R): real from ExactMargin, clearly not from
 // NoiseMargin on the good side, ambiguous in between.
@@ -117,7 +139,11 @@ type Builder struct {
 
 // New starts the Truth of a run of scenario name; stripped says budget
 // attributes were removed from its spans.
+//
+// It strips the monotonic clock readings from log's instants, in place, so
+// that every comparison reads the wall clock, as the spans do.
 func New(name string, stripped bool, log *Log) *Builder {
+	log.wallClock()
 	return &Builder{
 		t: Truth{Scenario: name, Stripped: stripped, Requests: len(log.Requests)}, log: log,
 		seenE: map[Expect]bool{}, seenA: map[Expect]bool{},
@@ -224,6 +250,34 @@ func (b *Builder) GiveUp(i int) (time.Time, bool) {
 		}
 		inv = b.log.Invs[c.Parent]
 	}
+}
+
+// edgeBudget returns the budget the request of trace set at the edge.
+func (b *Builder) edgeBudget(trace string) (time.Duration, bool) {
+	rq := b.request(trace)
+	if rq == nil || rq.Deadline.IsZero() {
+		return 0, false
+	}
+	return rq.Deadline.Sub(rq.Start), true
+}
+
+// reachesBudget reports whether need is at least the request's whole budget
+// (recorded), or, without budget attributes, the timeout of the call that
+// reached the caller of c: what budgetd compares without a clock reading.
+func (b *Builder) reachesBudget(c *Call, need time.Duration, recorded bool) bool {
+	if recorded {
+		budget, ok := b.edgeBudget(c.Trace)
+		return ok && need >= budget
+	}
+	if c.Parent < 0 {
+		return false
+	}
+	inv := b.log.Invs[c.Parent]
+	if inv.Call < 0 {
+		return false
+	}
+	up := b.log.Calls[inv.Call].OwnTimeout
+	return up > 0 && need >= up
 }
 
 func (b *Builder) request(traceID string) *Request {
@@ -359,7 +413,7 @@ func (b *Builder) Inversions(recorded bool) {
 			continue
 		}
 		over := c.OwnTimeout - d.Sub(c.Start)
-		v := JudgeExact(over)
+		v := JudgeOver(over, b.reachesBudget(c, c.OwnTimeout, recorded))
 		if c.Start.Add(c.OwnTimeout).Equal(d) {
 			// The timer is the deadline itself (the edge's call, timed by
 			// the budget it sets): one clock, no inversion.
