@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -24,7 +23,12 @@ import (
 	"github.com/budgetd/budgetd/config"
 	"github.com/budgetd/budgetd/schema"
 	"github.com/budgetd/budgetd/sim/groundtruth"
+	"github.com/budgetd/budgetd/store/embedded/embeddedtest"
 )
+
+// TestMain removes the chDB data directory the experiments share (one per
+// process: chDB runs one engine per process) when they are done.
+func TestMain(m *testing.M) { embeddedtest.Main(m) }
 
 var updateExperiments = flag.Bool("update-experiments", false, "rewrite the generated tables of docs/experiments.md")
 
@@ -415,7 +419,7 @@ type budgetd struct {
 // before its last span arrived.
 func startBudgetd(t *testing.T) *budgetd {
 	cfg := config.DefaultConfig()
-	cfg.Store.Embedded.DataDir = filepath.Join(os.TempDir(), "budgetd-sim-test")
+	cfg.Store.Embedded.DataDir = embeddedtest.DataDir(t)
 	cfg.Store.Embedded.Database = fmt.Sprintf("simtest_%d", time.Now().UnixNano())
 	cfg.Ingest.Durability.WAL.Dir = t.TempDir()
 	cfg.Ingest.Server.GRPC.Endpoint = "127.0.0.1:0"
