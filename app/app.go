@@ -42,7 +42,7 @@ type App struct {
 
 // Start opens the store, replays the write-ahead log and starts every
 // listener. On error everything started so far is stopped again.
-func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err error) {
+func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -50,7 +50,9 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	a = &App{log: log, registry: prometheus.NewRegistry()}
+	// a is not the named result: a failed Start returns nil, and the
+	// cleanup below still closes what a holds.
+	a := &App{log: log, registry: prometheus.NewRegistry()}
 	a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var cleanup []func(context.Context) error
 	defer func() {

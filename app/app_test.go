@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"sort"
 	"testing"
@@ -128,4 +129,25 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// TestStartFailsWithAnError starts budgetd with its API address taken: Start
+// returns the listen error (it used to panic cleaning up, its result already
+// nil), and has released what it opened: the same write-ahead log and
+// database start again once the address is free.
+func TestStartFailsWithAnError(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	cfg := testConfig(t)
+	cfg.API.Endpoint = taken.Addr().String()
+	a, err := Start(context.Background(), cfg, nil)
+	require.ErrorContains(t, err, "address already in use")
+	require.Nil(t, a)
+
+	require.NoError(t, taken.Close())
+	a, err = Start(context.Background(), cfg, nil)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, a.Shutdown(ctx))
 }
