@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -139,6 +140,9 @@ type budgetd struct {
 	grpc, http, api      string
 	env                  []string
 	proc                 *process
+	// writeConfig writes config for the addresses above.
+	writeConfig func()
+	started     bool // it was ready once: its addresses are fixed
 }
 
 // budgetdOptions are what the tests vary.
@@ -173,7 +177,9 @@ func newBudgetd(t testing.TB, bin string, o budgetdOptions) *budgetd {
 	if o.walMaxBytes > 0 {
 		walCfg += fmt.Sprintf("      max_bytes: %d\n      segment_bytes: %d\n", o.walMaxBytes, o.walMaxBytes/4)
 	}
-	cfg := fmt.Sprintf(`log:
+	b.config = filepath.Join(dir, "budgetd.yaml")
+	b.writeConfig = func() {
+		cfg := fmt.Sprintf(`log:
   level: warn
 store:
 %sapi:
@@ -189,26 +195,65 @@ ingest:
     dead_letter_dir: %s
     wal:
 %s%s`, storeCfg, b.api, b.grpc, o.grpc, b.http, o.ingest, filepath.Join(dir, "dead-letter"), walCfg, o.extra)
-	b.config = filepath.Join(dir, "budgetd.yaml")
-	require.NoError(t, os.WriteFile(b.config, []byte(cfg), 0o600))
+		require.NoError(t, os.WriteFile(b.config, []byte(cfg), 0o600))
+	}
+	b.writeConfig()
 	return b
 }
 
 // start runs `budgetd serve` and waits for /readyz, returning how long
 // that took (the log replay included).
+//
+// freeAddr's ports were free a moment before; another process (the tests of
+// other packages run alongside) may bind one first. A first start that
+// fails on that takes new addresses and tries again, up to three times; a
+// restart keeps its addresses, which the test's Collectors send to.
 func (b *budgetd) start(t testing.TB) time.Duration {
 	t.Helper()
 	begin := time.Now()
-	b.proc = startProcess(t, "budgetd", b.env, b.bin, "serve", "--config", b.config)
-	waitUntil(t, "budgetd /readyz", 60*time.Second, b.proc, func() bool {
-		resp, err := http.Get("http://" + b.api + "/readyz")
-		if err != nil {
-			return false
+	for attempt := 1; ; attempt++ {
+		b.proc = startProcess(t, "budgetd", b.env, b.bin, "serve", "--config", b.config)
+		deadline := time.Now().Add(60 * time.Second)
+		for !b.ready() {
+			select {
+			case err := <-b.proc.exited:
+				b.proc.err, b.proc.done = err, true
+				out := b.proc.output.Tail()
+				if b.started || attempt == 3 || !strings.Contains(out, "address already in use") {
+					t.Fatalf("budgetd exited while waiting for budgetd /readyz: %v\n%s", err, out)
+				}
+				t.Logf("budgetd could not bind an address a moment after it was free, trying new ones: %v", err)
+				b.grpc, b.http, b.api = freeAddr(t), freeAddr(t), freeAddr(t)
+				b.writeConfig()
+			default:
+			}
+			if b.proc.done {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out after 60s waiting for budgetd /readyz\n%s", b.proc.output.Tail())
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-		_ = resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	return time.Since(begin)
+		if !b.proc.done {
+			b.started = true
+			return time.Since(begin)
+		}
+	}
+}
+
+// readyClient bounds each /readyz probe: whatever holds a taken address
+// may accept the connection and never answer.
+var readyClient = &http.Client{Timeout: 2 * time.Second}
+
+// ready reports whether budgetd's /readyz answers 200.
+func (b *budgetd) ready() bool {
+	resp, err := readyClient.Get("http://" + b.api + "/readyz")
+	if err != nil {
+		return false
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
 }
 
 // collectorConfig is a Collector whose otlp_grpc exporter retries without
@@ -433,4 +478,19 @@ func peakRSS(p *process) int64 {
 		return ru.Maxrss << 10
 	}
 	return 0
+}
+
+// TestStartTakesNewAddressesWhenOneIsTaken checks the harness's retry: a
+// first start whose API address another process holds comes up on new
+// addresses.
+func TestStartTakesNewAddressesWhenOneIsTaken(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+	b := newBudgetd(t, buildBudgetd(t), budgetdOptions{})
+	b.api = taken.Addr().String()
+	b.writeConfig()
+	b.start(t)
+	require.NotEqual(t, taken.Addr().String(), b.api)
+	b.proc.stop(t, 30*time.Second)
 }
