@@ -23,7 +23,10 @@ import (
 // budget that bounds the call may have been read up to clockSlack after its
 // span began, and every hop below that received it as a relative figure
 // restarted it on arrival. The call is an inversion only when it is one for
-// every such instant. A recorded timeout counts from the CLIENT span's start.
+// every such instant, and by more than the skew tolerance, since R is a
+// difference of two spans' clock readings — unless the timeout reaches a
+// budget recorded at or above the call, which needs no clock (overBudget).
+// A recorded timeout counts from the CLIENT span's start.
 //
 // Severity: critical when the timeout is at least twice what was left, or
 // nothing was left at all; warning otherwise.
