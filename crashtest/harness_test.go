@@ -213,33 +213,39 @@ func (b *budgetd) start(t testing.TB) time.Duration {
 	begin := time.Now()
 	for attempt := 1; ; attempt++ {
 		b.proc = startProcess(t, "budgetd", b.env, b.bin, "serve", "--config", b.config)
-		deadline := time.Now().Add(60 * time.Second)
-		for !b.ready() {
-			select {
-			case err := <-b.proc.exited:
-				b.proc.err, b.proc.done = err, true
-				out := b.proc.output.Tail()
-				if b.started || attempt == 3 || !strings.Contains(out, "address already in use") {
-					t.Fatalf("budgetd exited while waiting for budgetd /readyz: %v\n%s", err, out)
-				}
-				t.Logf("budgetd could not bind an address a moment after it was free, trying new ones: %v", err)
-				b.grpc, b.http, b.api = freeAddr(t), freeAddr(t), freeAddr(t)
-				b.writeConfig()
-			default:
-			}
-			if b.proc.done {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out after 60s waiting for budgetd /readyz\n%s", b.proc.output.Tail())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		if !b.proc.done {
+		exited, err := b.waitReady(t)
+		if !exited {
 			b.started = true
 			return time.Since(begin)
 		}
+		out := b.proc.output.Tail()
+		if b.started || attempt == 3 || !strings.Contains(out, "address already in use") {
+			t.Fatalf("budgetd exited while waiting for budgetd /readyz: %v\n%s", err, out)
+		}
+		t.Logf("budgetd could not bind an address a moment after it was free, trying new ones: %v", err)
+		b.grpc, b.http, b.api = freeAddr(t), freeAddr(t), freeAddr(t)
+		b.writeConfig()
 	}
+}
+
+// waitReady waits up to a minute for /readyz to answer 200, or for the
+// process to exit (exited, with its exit error).
+func (b *budgetd) waitReady(t testing.TB) (exited bool, err error) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !b.ready() {
+		select {
+		case err := <-b.proc.exited:
+			b.proc.err, b.proc.done = err, true
+			return true, err
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after 60s waiting for budgetd /readyz\n%s", b.proc.output.Tail())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false, nil
 }
 
 // readyClient bounds each /readyz probe: whatever holds a taken address
