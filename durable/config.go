@@ -52,8 +52,10 @@ type WALConfig struct {
 	wal.Config `yaml:",inline"`
 	// BatchSpans is the most spans one drain batch carries.
 	BatchSpans int `yaml:"batch_spans"`
-	// BatchBytes bounds the log records one drain batch reads (it holds
-	// them decoded, about twice their size, while it is written).
+	// BatchBytes bounds what one drain batch holds decoded while it is
+	// written: its log records and the span and attribute structures
+	// decoded from them (record.HeldBytes), which for attribute-heavy
+	// spans are ten times the records.
 	BatchBytes int `yaml:"batch_bytes"`
 	// FlushInterval is the longest a record waits for others to share its
 	// store write.

@@ -97,8 +97,11 @@ func (d *Durable) readRange(ctx context.Context, r *wal.Reader, from, to wal.Pos
 }
 
 // collect reads records until the batch holds BatchSpans spans or
-// BatchBytes of records, or FlushInterval passed since its first record. It returns an error — after the records collected so far
-// — when stopCtx ends and the log holds nothing more.
+// BatchBytes decoded (its records and the spans' structures: an
+// attribute-heavy record takes ten times its size decoded), or
+// FlushInterval passed since its first record. It returns an error —
+// after the records collected so far — when stopCtx ends and the log
+// holds nothing more.
 func (d *Durable) collect(stopCtx context.Context, r *wal.Reader) (batch, error) {
 	d.mu.Lock()
 	b := batch{from: d.acked, to: d.acked}
@@ -118,8 +121,9 @@ func (d *Durable) collect(stopCtx context.Context, r *wal.Reader) (batch, error)
 				flushAt = time.Now().Add(d.cfg.WAL.FlushInterval)
 			}
 			b.to = end
-			bytes += len(payload)
+			n := len(b.spans)
 			b.spans = d.decode(b.spans, payload)
+			bytes += len(payload) + record.HeldBytes(b.spans[n:])
 		case errors.Is(err, context.DeadlineExceeded) && stopCtx.Err() == nil:
 			return b, nil // flush interval passed
 		default:

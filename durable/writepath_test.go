@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/budgetd/budgetd/durable/record"
+	"github.com/budgetd/budgetd/schema"
 	"github.com/budgetd/budgetd/store"
 	"github.com/budgetd/budgetd/store/chsql"
 	"github.com/budgetd/budgetd/store/clickhouse"
@@ -176,6 +179,34 @@ func TestDrainBatchBoundedInBytes(t *testing.T) {
 	d, err := OpenLog(cfg, Settings{Store: st})
 	require.NoError(t, err)
 	for _, b := range spanBatches(71, 5, 20) {
+		require.NoError(t, d.Commit(context.Background(), b))
+	}
+	waitFor(t, "stored", func() bool { return d.Counters().Spans == 100 })
+	require.NoError(t, d.Shutdown(context.Background()))
+	require.EqualValues(t, 5, d.Counters().Batches)
+}
+
+// TestDrainBatchBoundedDecoded checks that wal.batch_bytes bounds a batch
+// decoded, not its records: spans of 200 empty attributes take about ten
+// times their records decoded, so a bound of three records' bytes still
+// puts each record in a batch of its own.
+func TestDrainBatchBoundedDecoded(t *testing.T) {
+	batches := spanBatches(72, 5, 20)
+	for _, b := range batches {
+		for i := range b {
+			for a := range 200 {
+				b[i].Attrs = append(b[i].Attrs, schema.Attr{Key: "k" + strconv.Itoa(a), Type: schema.AttrEmpty})
+			}
+		}
+	}
+	recordBytes := len(record.AppendSpans(nil, batches[0]))
+	st := embeddedStore(t)
+	cfg := testConfig(t.TempDir())
+	cfg.WAL.BatchBytes = 3 * recordBytes
+	cfg.WAL.FlushInterval = time.Second // without the byte bound, one batch
+	d, err := OpenLog(cfg, Settings{Store: st})
+	require.NoError(t, err)
+	for _, b := range batches {
 		require.NoError(t, d.Commit(context.Background(), b))
 	}
 	waitFor(t, "stored", func() bool { return d.Counters().Spans == 100 })
