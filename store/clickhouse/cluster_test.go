@@ -255,15 +255,8 @@ func (c clusterCase) testReplicaDown(t *testing.T) {
 	require.Equal(t, 600, total)
 }
 
-// traces returns n traces of 10 spans each: storetest.SpanBatch's spans,
-// which have a trace id each, under the id of every tenth.
-func traces(seed uint64, n int) []schema.Span {
-	spans := storetest.SpanBatch(seed, n*10)
-	for i := range spans {
-		spans[i].TraceID = spans[i-i%10].TraceID
-	}
-	return spans
-}
+// traces returns n traces of 10 spans each.
+func traces(seed uint64, n int) []schema.Span { return storetest.SpanBatch(seed, n*10) }
 
 // openAtOnce opens a store on db through each of hosts at the same time;
 // each is current when it has opened, and every version is recorded once.

@@ -22,15 +22,16 @@ func SpanBatch(seed uint64, n int) []schema.Span {
 	for i := range spans {
 		var t schema.TraceID
 		var s, p schema.SpanID
-		t[0], t[8], t[15] = byte(seed), byte(i/10>>8), byte(i/10)
-		for j := range t[1:8] {
-			t[1+j] = byte(r.Uint32())
+		if i%10 == 0 {
+			t[0], t[8], t[15] = byte(seed), byte(i/10>>8), byte(i/10)
+			for j := range t[1:8] {
+				t[1+j] = byte(r.Uint32())
+			}
+		} else {
+			t, p = spans[i-1].TraceID, spans[i-1].SpanID
 		}
 		for j := range s {
 			s[j] = byte(r.Uint32())
-		}
-		if i%10 != 0 {
-			p = spans[i-1].SpanID
 		}
 		svc := services[i%len(services)]
 		st := start + uint64(i)*1_000_000 + uint64(r.IntN(1000))
