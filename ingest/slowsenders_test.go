@@ -2,14 +2,17 @@ package ingest
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/binary"
 	"fmt"
 	"net"
 	"net/http"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"golang.org/x/net/http2"
@@ -210,4 +213,37 @@ func TestInFlightChargesDecodedSize(t *testing.T) {
 	a = post(t, ts, http.MethodPost, tracesPath, contentTypeProtobuf, "", light)
 	require.Equal(t, http.StatusOK, a.status, "body: %s", a.body)
 	require.Equal(t, uint64(50), countRows(t, st))
+}
+
+// TestBodyHoldsWhatItIsCharged reads a 5.5 MB gzipped body, larger than
+// twenty chunks and not a multiple of one, and checks that reading it
+// allocated no more than the in-flight budget was charged for it, and that
+// the body is read whole. A growing bytes.Buffer allocated about three
+// times its charge.
+func TestBodyHoldsWhatItIsCharged(t *testing.T) {
+	want := make([]byte, 5_500_000+12345)
+	for i := range want {
+		want[i] = byte(i * 7 % 251)
+	}
+	var z bytes.Buffer
+	w := gzip.NewWriter(&z)
+	_, err := w.Write(want)
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
+	zr, err := gzip.NewReader(&z)
+	require.NoError(t, err)
+
+	s := &Server{}
+	br := &budgetReader{budget: &byteBudget{max: 1 << 30, gauge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "in_flight"})}}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	got, err := s.readBody(zr, br, 20<<20)
+	runtime.ReadMemStats(&after)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+	allocated := int64(after.TotalAlloc - before.TotalAlloc)
+	t.Logf("body %d bytes: allocated %d, charged %d", len(want), allocated, br.reserved)
+	require.LessOrEqual(t, allocated, br.reserved+64<<10)
+	require.GreaterOrEqual(t, br.reserved, int64(2*len(want)), "the chunks and the gathered body")
 }
