@@ -101,8 +101,8 @@ func onClusterClause(p DDLParams) string {
 //     db, T_local, sharding key);
 //   - ALTER TABLE T ADD COLUMN … runs ON CLUSTER on T_local, and T is
 //     made again over T_local's columns at the end of the migration; a
-//     change of storage alone (MODIFY SETTING, a column's CODEC) runs on
-//     T_local only;
+//     change of storage alone (MODIFY SETTING, a column's CODEC, a
+//     data-skipping index) runs on T_local only;
 //   - CREATE VIEW V AS … runs ON CLUSTER: it reads the Distributed tables;
 //   - CREATE MATERIALIZED VIEW V TO … runs ON CLUSTER: the template names
 //     the local tables it reads and writes ({{.Local}});
@@ -167,7 +167,7 @@ func clusterStatement(p DDLParams, st string) (out []string, altered string, err
 		switch {
 		case strings.HasPrefix(change, "ADD COLUMN "):
 			return []string{local}, table, nil
-		case strings.HasPrefix(change, "MODIFY SETTING "),
+		case strings.HasPrefix(change, "MODIFY SETTING "), strings.HasPrefix(change, "ADD INDEX "),
 			strings.HasPrefix(change, "MODIFY COLUMN ") && strings.Contains(change, " CODEC("):
 			return []string{local}, "", nil
 		}

@@ -166,6 +166,9 @@ func TestClusterMigrations(t *testing.T) {
 		if f.OtelView {
 			require.Contains(t, all, "CREATE VIEW IF NOT EXISTS budgetd.otel_traces ON CLUSTER c1 AS\nSELECT")
 		}
+		if f.SkipIndexes {
+			require.Contains(t, all, "ALTER TABLE budgetd.hops_local ON CLUSTER c1 ADD INDEX idx_trace_id trace_id TYPE bloom_filter")
+		}
 	}
 }
 
