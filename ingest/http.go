@@ -98,9 +98,9 @@ var chunks = sync.Pool{New: func() any { c := make([]byte, bodyChunk); return &c
 const bodyChunk = budgetStep
 
 // readBody reads src through br into one slice of the body's exact size,
-// at most limit+1 bytes. A body of more than one chunk is gathered into a
-// buffer from s.buffers, charged to br before it is made; the caller puts
-// it back. The error is src's, or errBudgetFull.
+// at most limit+1 bytes: the chunks are gathered into a buffer from
+// s.buffers, charged to br before it is made, which the caller puts back.
+// The error is src's, or errBudgetFull.
 func (s *Server) readBody(src io.Reader, br *budgetReader, limit int64) ([]byte, error) {
 	br.r = io.LimitReader(src, limit+1)
 	var held [][]byte

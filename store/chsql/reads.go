@@ -136,24 +136,26 @@ func (s *Store) querySpans(ctx context.Context, query string, params Params) ([]
 // stored twice (a sender's retry after a lost acknowledgement arrives as a
 // new batch) is returned once.
 func (s *Store) Trace(ctx context.Context, id schema.TraceID, lim store.TraceLimits) ([]schema.Span, bool, error) {
-	rows, err := s.conn.Query(ctx, "SELECT service, min(start_ns), max(end_ns) FROM "+s.db+
+	rows, err := s.conn.Query(ctx, "SELECT service, min(start_ns), max(end_ns), toUInt64(sum(spans)), toUInt64(sum(bytes)), toUInt64(min(bytes)) FROM "+s.db+
 		".trace_index WHERE trace_id = {id:String} GROUP BY service ORDER BY service", Params{P("id", id.String())})
 	if err != nil {
 		return nil, false, wrapCtx(ctx, fmt.Errorf("look up trace: %w", err))
 	}
 	params := Params{P("id", id.String())}
 	var services []string
+	var size indexedSize
 	lo, hi := ^uint64(0), uint64(0)
 	for rows.Next() {
 		var svc string
-		var start, end uint64
-		if err := rows.Scan(&svc, &start, &end); err != nil {
+		var start, end, spans, bytes, leastBytes uint64
+		if err := rows.Scan(&svc, &start, &end, &spans, &bytes, &leastBytes); err != nil {
 			rows.Close()
 			return nil, false, wrapCtx(ctx, fmt.Errorf("scan trace index: %w", err))
 		}
 		params = append(params, P("s"+strconv.Itoa(len(services)), svc))
 		services = append(services, svc)
 		lo, hi = min(lo, start), max(hi, end)
+		size.add(spans, bytes, leastBytes)
 	}
 	err = rows.Err()
 	rows.Close()
@@ -169,7 +171,7 @@ func (s *Store) Trace(ctx context.Context, id schema.TraceID, lim store.TraceLim
 		" AND start_ns >= {lo:UInt64} AND start_ns <= {hi:UInt64}" +
 		" ORDER BY start_ns, span_id LIMIT 1 BY span_id"
 	limit, truncated := lim.Spans, false
-	if lim.Bytes > 0 {
+	if lim.Bytes > 0 && !size.within(lim) {
 		// Sizes first, so a trace of huge spans is never read whole.
 		n, total, err := s.spansWithin(ctx, from, params, lim)
 		if err != nil {
@@ -190,13 +192,34 @@ func (s *Store) Trace(ctx context.Context, id schema.TraceID, lim store.TraceLim
 	if len(spans) == 0 {
 		return nil, false, store.ErrNotFound
 	}
-	if lim.Bytes == 0 && lim.Spans > 0 && len(spans) == lim.Spans {
+	if !truncated && lim.Spans > 0 && len(spans) == lim.Spans {
 		truncated, err = s.moreThan(ctx, from, params, lim.Spans)
 		if err != nil {
 			return nil, false, err
 		}
 	}
 	return spans, truncated, nil
+}
+
+// indexedSize is a trace's size as its trace-id lookup rows add it up:
+// spans and bytes (spanBytes) per batch and service. Rows written before
+// the lookup counted bytes (migration 0023) have none, and then the size
+// is unknown. A batch stored twice counts twice, which only overstates.
+type indexedSize struct {
+	spans, bytes uint64
+	unknown      bool
+}
+
+func (z *indexedSize) add(spans, bytes, leastBytes uint64) {
+	z.spans += spans
+	z.bytes += bytes
+	z.unknown = z.unknown || leastBytes == 0
+}
+
+// within reports whether the lookup shows the trace inside lim, so that
+// its spans need not be sized one by one before they are read.
+func (z indexedSize) within(lim store.TraceLimits) bool {
+	return !z.unknown && z.bytes <= uint64(lim.Bytes) && (lim.Spans == 0 || z.spans <= uint64(lim.Spans))
 }
 
 // spansWithin returns how many of the trace's first spans (from is the

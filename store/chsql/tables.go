@@ -237,15 +237,17 @@ type traceIndexRow struct {
 	startNs uint64
 	endNs   uint64
 	spans   uint32
+	bytes   uint64 // the spans' spanBytes
 }
 
-// traceIndexTable is the trace-id lookup (0001_spans.sql).
+// traceIndexTable is the trace-id lookup (0001_spans.sql, 0023_trace_bytes.sql).
 var traceIndexTable = table[*traceIndexRow]{name: "trace_index", columns: []column[*traceIndexRow]{
 	{"trace_id", "String", func(c *Column, r *traceIndexRow) { c.AppendString(r.traceID) }},
 	{"service", "LowCardinality(String)", func(c *Column, r *traceIndexRow) { c.AppendString(r.service) }},
 	{"start_ns", "UInt64", func(c *Column, r *traceIndexRow) { c.AppendUInt64(r.startNs) }},
 	{"end_ns", "UInt64", func(c *Column, r *traceIndexRow) { c.AppendUInt64(r.endNs) }},
 	{"spans", "UInt32", func(c *Column, r *traceIndexRow) { c.AppendUInt32(r.spans) }},
+	{"bytes", "UInt64", func(c *Column, r *traceIndexRow) { c.AppendUInt64(r.bytes) }},
 }}
 
 func b2u(b bool) uint8 {

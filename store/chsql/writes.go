@@ -69,6 +69,7 @@ func traceIndexRows(spans []schema.Span) []traceIndexRow {
 		r.startNs = min(r.startNs, s.StartNs)
 		r.endNs = max(r.endNs, s.EndNs)
 		r.spans++
+		r.bytes += uint64(spanBytes(s))
 	}
 	sort.Slice(rows, func(a, b int) bool {
 		if rows[a].traceID != rows[b].traceID {
