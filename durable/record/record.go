@@ -201,7 +201,7 @@ func HeldBytes(spans []schema.Span) int {
 	n := span * len(spans)
 	for i := range spans {
 		s := &spans[i]
-		if i == 0 || !sameAttrs(s.ResourceAttrs, spans[i-1].ResourceAttrs) {
+		if i == 0 || !sameSlice(s.ResourceAttrs, spans[i-1].ResourceAttrs) {
 			n += attr * len(s.ResourceAttrs)
 		}
 		n += attr*len(s.Attrs) + event*len(s.Events) + link*len(s.Links)
@@ -213,11 +213,6 @@ func HeldBytes(spans []schema.Span) int {
 		}
 	}
 	return n
-}
-
-// sameAttrs says whether a and b are one list (not equal lists).
-func sameAttrs(a, b schema.Attributes) bool {
-	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // decoder reads the codec; the first error sticks and later reads return
