@@ -102,13 +102,11 @@ func Connect(dataDir string) (*Conn, error) {
 	if err := os.MkdirAll(abs, 0o750); err != nil {
 		return nil, fmt.Errorf("open chdb: %w", err)
 	}
-	// Integers are written unquoted in JSON so they scan into Go integers.
-	settings := []string{"--output_format_json_quote_64bit_integers=0"}
-	c, err := openConnection(lib, abs, settings)
+	c, err := openConnection(lib, abs)
 	if err != nil {
 		return nil, err
 	}
-	w, err := openConnection(lib, abs, settings) // the same server: a second session on it
+	w, err := openConnection(lib, abs) // the same server: a second session on it
 	if err != nil {
 		c.close()
 		return nil, err
@@ -206,17 +204,18 @@ func (c *Conn) Exec(ctx context.Context, query string, params chsql.Params) erro
 	return err
 }
 
-// Query implements chsql.Conn. Results are read whole as JSONCompactEachRow.
+// Query implements chsql.Conn. Results are read whole as
+// RowBinaryWithNamesAndTypes (rowbinary.go).
 func (c *Conn) Query(ctx context.Context, query string, params chsql.Params) (chsql.Rows, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		left := max(time.Until(dl).Seconds(), 0.001)
 		query += " SETTINGS max_execution_time = " + strconv.FormatFloat(math.Ceil(left*1000)/1000, 'f', -1, 64)
 	}
-	out, err := c.run(ctx, query, "JSONCompactEachRow", params)
+	out, err := c.run(ctx, query, "RowBinaryWithNamesAndTypes", params)
 	if err != nil {
 		return nil, err
 	}
-	return newRows(out), nil
+	return newBinaryRows(out), nil
 }
 
 // Insert implements chsql.Conn. The block is written in the engine's

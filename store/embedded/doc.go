@@ -6,7 +6,7 @@
 //
 // Inserts reach the engine as one block of ClickHouse's Native format in an
 // anonymous in-memory file (native.go, Conn.Insert); query results come back
-// as JSONCompactEachRow (rows.go). Inserts and reads run on two connections
-// to the one chDB server, since chDB runs one statement at a time on each
-// (conn.go, engine).
+// as RowBinaryWithNamesAndTypes (rowbinary.go). Inserts and reads run on two
+// connections to the one chDB server, since chDB runs one statement at a
+// time on each (conn.go, engine).
 package embedded

@@ -129,13 +129,13 @@ type connection struct {
 	params sync.Mutex
 }
 
-// openConnection starts chDB's embedded server on dataDir with extra startup
-// settings (each "--name=value").
-func openConnection(lib *libchdb, dataDir string, settings []string) (*connection, error) {
+// openConnection starts chDB's embedded server on dataDir, or opens a
+// second session on the one already running there.
+func openConnection(lib *libchdb, dataDir string) (*connection, error) {
 	if err := keepGoSignalHandlers(func() { lib.setSignalHandlersEnabled(0) }); err != nil {
 		return nil, fmt.Errorf("open chdb: %w", err)
 	}
-	argv := append([]string{"clickhouse", "--path=" + dataDir}, settings...)
+	argv := []string{"clickhouse", "--path=" + dataDir}
 	c := lib.connect(len(argv), cStrings(argv))
 	if c == nil {
 		return nil, fmt.Errorf("open chdb at %s: chdb_connect failed", dataDir)
