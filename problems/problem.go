@@ -205,26 +205,27 @@ func Group(findings []schema.Finding, opt Options) []Problem {
 		}
 	}
 	ids := slices.Sorted(maps.Keys(byID)) // aggregate in id order: float sums come out the same whatever the input order
-	groups := map[string][]*occurrence{}
+	// Keyed by the Key itself: its ID is a hash of the same fields, made
+	// once per problem (in build) rather than once per finding and stat.
+	groups := map[Key][]*occurrence{}
 	var keys []Key
 	for _, id := range ids {
 		o := byID[id]
 		k := Fingerprint(o.f)
-		pid := k.ID()
-		if groups[pid] == nil {
+		if groups[k] == nil {
 			keys = append(keys, k)
 		}
-		groups[pid] = append(groups[pid], o)
+		groups[k] = append(groups[k], o)
 	}
-	statsOf := map[string][]Stat{}
+	statsOf := map[Key][]Stat{}
 	for _, s := range opt.Stats {
-		statsOf[s.Key.ID()] = append(statsOf[s.Key.ID()], s)
+		statsOf[s.Key] = append(statsOf[s.Key], s)
 	}
 	out := make([]Problem, 0, len(keys))
 	for _, k := range keys {
-		occ := groups[k.ID()]
+		occ := groups[k]
 		p := build(k, occ, opt)
-		if st := statsOf[p.ID]; len(st) > 0 {
+		if st := statsOf[k]; len(st) > 0 {
 			withStats(&p, occ, st, opt)
 		}
 		out = append(out, p)
