@@ -95,12 +95,29 @@ const nativeSelect = `SELECT
 	if(number = 0, [[], [toUInt8(7)]], []) AS aau8
 FROM numbers(2)`
 
+// nativeTable is the statement making a table for nativeBlock's rows, its
+// columns of the types the store's tables give them (LowCardinality among
+// them), with settings appended.
+func nativeTable(name, settings string) string {
+	return "CREATE TABLE " + name + ` (s LowCardinality(String), i8 Int8, u8 UInt8, u32 UInt32, u64 UInt64,
+		f Float64, nf Nullable(Float64), as Array(LowCardinality(String)), au8 Array(UInt8), au64 Array(UInt64), af Array(Float64),
+		aas Array(Array(String)), aau8 Array(Array(UInt8))) ENGINE = MergeTree ORDER BY tuple()` + settings
+}
+
+// testConn connects to the engine in a directory of the test's own, and
+// closes the connection when the test ends.
+func testConn(tb testing.TB) *Conn {
+	tb.Helper()
+	c, err := Connect(tb.TempDir())
+	require.NoError(tb, err)
+	tb.Cleanup(func() { c.Close() })
+	return c
+}
+
 // TestNativeBlockMatchesEngine checks the encoder byte for byte against the
 // engine's own Native output for the same rows and types.
 func TestNativeBlockMatchesEngine(t *testing.T) {
-	c, err := Connect(t.TempDir())
-	require.NoError(t, err)
-	defer c.Close()
+	c := testConn(t)
 	want, err := c.c.queryBytes([]byte(nativeSelect), "Native")
 	require.NoError(t, err)
 	blk := nativeBlock()
@@ -122,15 +139,10 @@ func TestNativeBlockMatchesEngine(t *testing.T) {
 // back, with a deduplication token and into columns whose types differ
 // from the block's (LowCardinality) as the store's tables do.
 func TestNativeInsertRoundTrip(t *testing.T) {
-	c, err := Connect(t.TempDir())
-	require.NoError(t, err)
-	defer c.Close()
+	c := testConn(t)
 	ctx := t.Context()
 	require.NoError(t, c.Exec(ctx, "CREATE DATABASE IF NOT EXISTS nat", nil))
-	require.NoError(t, c.Exec(ctx, `CREATE TABLE nat.t (s LowCardinality(String), i8 Int8, u8 UInt8, u32 UInt32, u64 UInt64,
-		f Float64, nf Nullable(Float64), as Array(LowCardinality(String)), au8 Array(UInt8), au64 Array(UInt64), af Array(Float64),
-		aas Array(Array(String)), aau8 Array(Array(UInt8))) ENGINE = MergeTree ORDER BY tuple()
-		SETTINGS non_replicated_deduplication_window = 100`, nil))
+	require.NoError(t, c.Exec(ctx, nativeTable("nat.t", " SETTINGS non_replicated_deduplication_window = 100"), nil))
 	insert := func() error { return c.Insert(ctx, "nat.t", nativeBlock(), "tok-1") }
 	require.NoError(t, insert())
 	require.NoError(t, insert(), "the same token again is accepted and dropped")

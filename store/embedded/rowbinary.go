@@ -80,9 +80,8 @@ func (r *binaryRows) Next() bool {
 }
 
 // Scan implements chsql.Rows, with the destinations chsql.Rows lists. A
-// number converts to any numeric destination it fits; a NULL leaves a
-// non-pointer destination as it was, as encoding/json did for the JSON
-// rows before.
+// number converts to any numeric destination it fits. A NULL sets a
+// **float64 to nil and leaves any other destination as it was.
 func (r *binaryRows) Scan(dest ...any) error {
 	if len(dest) != len(r.vals) {
 		return fmt.Errorf("scan chdb row: %d destinations for %d columns", len(dest), len(r.vals))
@@ -148,16 +147,22 @@ func parseBinaryType(name string) (*binaryType, error) {
 		}
 		args = args[:len(args)-1]
 	}
-	if w, ok := fixedWidth[base]; ok {
+	if w, ok := fixedWidth[base]; ok && !hasArgs {
 		t.kind, t.size = w.kind, w.size
 		return t, nil
 	}
 	var err error
 	switch base {
 	case "String":
+		if hasArgs {
+			break // to the refusal below
+		}
 		t.kind = kindString
 		return t, nil
 	case "Nothing":
+		if hasArgs {
+			break
+		}
 		t.kind = kindNothing
 		return t, nil
 	case "DateTime": // DateTime('zone')

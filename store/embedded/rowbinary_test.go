@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"math"
+	"reflect"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -13,14 +14,10 @@ import (
 // among them), with the format's edge cases: NUL and invalid UTF-8,
 // NULL, empty and nested empty arrays, extreme integers, infinities.
 func TestQueryReadsEveryType(t *testing.T) {
-	c, err := Connect(t.TempDir())
-	require.NoError(t, err)
-	defer c.Close()
+	c := testConn(t)
 	ctx := t.Context()
 	require.NoError(t, c.Exec(ctx, "CREATE DATABASE IF NOT EXISTS rb", nil))
-	require.NoError(t, c.Exec(ctx, `CREATE TABLE rb.t (s LowCardinality(String), i8 Int8, u8 UInt8, u32 UInt32, u64 UInt64,
-		f Float64, nf Nullable(Float64), as Array(LowCardinality(String)), au8 Array(UInt8), au64 Array(UInt64), af Array(Float64),
-		aas Array(Array(String)), aau8 Array(Array(UInt8))) ENGINE = MergeTree ORDER BY tuple()`, nil))
+	require.NoError(t, c.Exec(ctx, nativeTable("rb.t", ""), nil))
 	require.NoError(t, c.Insert(ctx, "rb.t", nativeBlock(), ""))
 
 	rows, err := c.Query(ctx, "SELECT * FROM rb.t ORDER BY i8", nil)
@@ -63,13 +60,10 @@ func TestQueryReadsEveryType(t *testing.T) {
 // any numeric destination it fits, and one that does not fit is an error,
 // not a wrapped value.
 func TestQueryConvertsNumbers(t *testing.T) {
-	c, err := Connect(t.TempDir())
-	require.NoError(t, err)
-	defer c.Close()
-	ctx := t.Context()
+	c := testConn(t)
 	scanOne := func(query string, dest any) error {
 		t.Helper()
-		rows, err := c.Query(ctx, query, nil)
+		rows, err := c.Query(t.Context(), query, nil)
 		require.NoError(t, err)
 		require.True(t, rows.Next(), "%s: %v", query, rows.Err())
 		err = rows.Scan(dest)
@@ -77,40 +71,48 @@ func TestQueryConvertsNumbers(t *testing.T) {
 		require.NoError(t, rows.Err())
 		return err
 	}
-	var i64 int64
-	require.NoError(t, scanOne("SELECT count() FROM numbers(5)", &i64))
-	require.EqualValues(t, 5, i64)
-	var u64 uint64
-	require.NoError(t, scanOne("SELECT toInt64(42)", &u64))
-	require.EqualValues(t, 42, u64)
-	var f float64
-	require.NoError(t, scanOne("SELECT toUInt32(7)", &f))
-	require.Equal(t, 7.0, f)
-	require.NoError(t, scanOne("SELECT toFloat32(0.5)", &f))
-	require.Equal(t, 0.5, f)
-	var u8 uint8
-	require.NoError(t, scanOne("SELECT true", &u8))
-	require.EqualValues(t, 1, u8)
-	var s string
-	require.NoError(t, scanOne("SELECT toFixedString('ab', 3)", &s))
-	require.Equal(t, "ab\x00", s)
+	for _, tc := range []struct {
+		query string
+		dest  any // a pointer to the zero value
+		want  any
+	}{
+		{"SELECT count() FROM numbers(5)", new(int64), int64(5)},
+		{"SELECT sum(toInt8(number)) FROM numbers(5)", new(uint64), uint64(10)},
+		{"SELECT avg(number) FROM numbers(5)", new(float64), 2.0},
+		{"SELECT toInt64(42)", new(uint64), uint64(42)},
+		{"SELECT toUInt32(7)", new(float64), 7.0},
+		{"SELECT toFloat32(0.5)", new(float64), 0.5},
+		{"SELECT true", new(uint8), uint8(1)},
+		{"SELECT toInt16(-3)", new(int8), int8(-3)},
+		{"SELECT toFixedString('ab', 3)", new(string), "ab\x00"},
+	} {
+		require.NoError(t, scanOne(tc.query, tc.dest), tc.query)
+		require.Equal(t, tc.want, reflect.ValueOf(tc.dest).Elem().Interface(), tc.query)
+	}
 	nf := new(float64)
 	require.NoError(t, scanOne("SELECT CAST(NULL AS Nullable(UInt64))", &nf))
 	require.Nil(t, nf)
 
-	require.ErrorContains(t, scanOne("SELECT toInt64(-1)", &u64), "does not fit")
-	require.ErrorContains(t, scanOne("SELECT toUInt16(256)", &u8), "does not fit")
-	require.ErrorContains(t, scanOne("SELECT 1.5", &i64), "does not fit")
-	require.ErrorContains(t, scanOne("SELECT 'x'", &i64), "cannot scan String into *int64")
-	require.ErrorContains(t, scanOne("SELECT 1", &s), "cannot scan UInt8 into *string")
+	for _, tc := range []struct {
+		query string
+		dest  any
+		err   string
+	}{
+		{"SELECT toInt64(-1)", new(uint64), "does not fit"},
+		{"SELECT toUInt16(256)", new(uint8), "does not fit"},
+		{"SELECT toInt16(-129)", new(int8), "does not fit"},
+		{"SELECT 1.5", new(int64), "does not fit"},
+		{"SELECT 'x'", new(int64), "cannot scan String into *int64"},
+		{"SELECT 1", new(string), "cannot scan UInt8 into *string"},
+	} {
+		require.ErrorContains(t, scanOne(tc.query, tc.dest), tc.err, tc.query)
+	}
 }
 
 // TestQueryRefusesUnknownTypes: a column of a type the reader does not
 // know is an error naming it, not a misread row.
 func TestQueryRefusesUnknownTypes(t *testing.T) {
-	c, err := Connect(t.TempDir())
-	require.NoError(t, err)
-	defer c.Close()
+	c := testConn(t)
 	rows, err := c.Query(t.Context(), "SELECT 1 AS n, toDecimal32(1.5, 2) AS d", nil)
 	require.NoError(t, err)
 	require.False(t, rows.Next())
@@ -131,7 +133,7 @@ func TestBinaryTypeNames(t *testing.T) {
 		require.NoError(t, err, name)
 		require.Equal(t, want, typ.kind, name)
 	}
-	for _, name := range []string{"Map(String, UInt64)", "UUID", "Int128", "Array(Decimal(9, 2))", "FixedString(x)", "Array(String"} {
+	for _, name := range []string{"Map(String, UInt64)", "UUID", "Int128", "Int8(3)", "String(1)", "Nothing(x)", "Array(Decimal(9, 2))", "FixedString(x)", "Array(String"} {
 		_, err := parseBinaryType(name)
 		require.Error(t, err, name)
 	}
@@ -151,9 +153,7 @@ func TestBinaryRowsOfNoBytes(t *testing.T) {
 // or an error, never a panic or an allocation beyond its size; the fuzzer
 // starts from real results cut short and altered.
 func FuzzBinaryRows(f *testing.F) {
-	c, err := Connect(f.TempDir())
-	require.NoError(f, err)
-	defer c.Close()
+	c := testConn(f)
 	for _, q := range []string{nativeSelect, "SELECT 1 AS n, 'x' AS s, [[1, 2], []] AS a, CAST(NULL AS Nullable(Float64)) AS nf, (1, 'b') AS tup"} {
 		out, err := c.c.queryBytes([]byte(q), "RowBinaryWithNamesAndTypes")
 		require.NoError(f, err)
@@ -164,22 +164,40 @@ func FuzzBinaryRows(f *testing.F) {
 		r := newBinaryRows(data)
 		for r.Next() {
 			dest := make([]any, len(r.types))
-			for i := range dest {
-				var s string
-				dest[i] = &s
+			for i, typ := range r.types {
+				dest[i] = fuzzDest(typ)
 			}
 			_ = r.Scan(dest...) // types may not match: an error, not a panic
 		}
 	})
 }
 
+// fuzzDest is a destination of the Go type the store reads a column of
+// typ into, so fuzzing reaches the number and array conversions; a column
+// the type does not suit is an error to Scan, which is fine.
+func fuzzDest(typ *binaryType) any {
+	switch typ.kind {
+	case kindInt, kindUint, kindFloat:
+		return new(float64)
+	case kindNullable:
+		return new(*float64)
+	case kindArray:
+		switch typ.elem.kind {
+		case kindArray:
+			return new([][]string)
+		case kindString, kindFixed:
+			return new([]string)
+		}
+		return new([]float64)
+	}
+	return new(string)
+}
+
 // BenchmarkBinaryRowsScan reads 1,000 rows shaped like the findings read's
 // (ids, names, a path, a time, evidence arrays, a message), as the engine
 // writes them.
 func BenchmarkBinaryRowsScan(b *testing.B) {
-	c, err := Connect(b.TempDir())
-	require.NoError(b, err)
-	defer c.Close()
+	c := testConn(b)
 	data, err := c.c.queryBytes([]byte(`SELECT hex(sipHash64(number)) AS id, toLowCardinality('timeout_inversion') AS kind,
 		toLowCardinality('critical') AS severity, hex(sipHash128(number)) AS trace_id, hex(sipHash64(number + 1)) AS span_id,
 		'pricing' AS service, 'POST /pricing/v1/items' AS operation, 'order' AS caller, 'pricing' AS callee,
