@@ -247,7 +247,14 @@ func (s *seenSpans) forget(fps []uint64) {
 // forgets the generations out of the window or beyond MaxSpans.
 func (s *seenSpans) rotate(now time.Time) error {
 	if n := len(s.gens); n == 0 || now.Sub(s.gens[n-1].start) >= s.genLen {
-		g := &seenGen{start: now, set: newFPSet(0)}
+		// Sized for as many spans as the generation before took: under a
+		// steady load the table then never grows, where from the smallest
+		// size it was rebuilt about a dozen times a generation.
+		expect := 0
+		if n > 0 {
+			expect = s.gens[n-1].set.Len()
+		}
+		g := &seenGen{start: now, set: newFPSet(expect)}
 		if s.dir != "" {
 			f, err := os.OpenFile(s.genPath(now), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
 			if err != nil {

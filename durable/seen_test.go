@@ -173,3 +173,27 @@ func BenchmarkSeenSpansRecord(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(spans)), "ns/span")
 	b.ReportMetric(remembered, "B/remembered")
 }
+
+// TestSeenGenerationSizedLikeTheLast checks that a new generation starts
+// with room for as many spans as the one before took, so a steady load
+// never rebuilds its table.
+func TestSeenGenerationSizedLikeTheLast(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	s, err := newSeenSpans(DedupConfig{Window: 10 * time.Minute, MaxSpans: 1_000_000}, "",
+		Settings{Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler)}, func() time.Time { return now })
+	require.NoError(t, err)
+	_, _, err = s.claim(storetest.SpanBatch(1, 5000))
+	require.NoError(t, err)
+
+	now = now.Add(s.genLen)
+	_, _, err = s.claim(storetest.SpanBatch(2, 1))
+	require.NoError(t, err)
+	require.Len(t, s.gens, 2)
+	next := s.gens[1].set
+	slots := len(next.slots)
+	require.GreaterOrEqual(t, 3*slots, 4*5000, "room for the last generation's 5,000 spans")
+	_, _, err = s.claim(storetest.SpanBatch(3, 4999))
+	require.NoError(t, err)
+	require.Equal(t, 5000, next.Len())
+	require.Len(t, next.slots, slots, "the table did not grow")
+}
