@@ -28,7 +28,8 @@ func (w *WAL) NewReader(from Position) *Reader {
 
 // Next returns the next durable record and the position after it, waiting
 // for one to be appended if the reader is at the end. It returns ctx's error
-// when ctx ends first and ErrClosed when the log closes.
+// when ctx ends first and ErrClosed when the log closes. The record's bytes
+// are valid until the next call: a caller that keeps them copies them.
 func (r *Reader) Next(ctx context.Context) ([]byte, Position, error) {
 	for {
 		r.w.mu.Lock()
@@ -74,7 +75,7 @@ func (r *Reader) read(segs []uint64) ([]byte, error) {
 			return nil, fmt.Errorf("read wal: %w", err)
 		}
 		r.f, r.br = f, bufio.NewReaderSize(f, 1<<20)
-		r.sr = segmentReader{r: r.br}
+		r.sr = segmentReader{r: r.br, buf: r.sr.buf}
 	}
 	payload, n, err := r.sr.next()
 	if errors.Is(err, io.EOF) {

@@ -42,7 +42,7 @@ func readAll(t *testing.T, w *WAL, from Position) [][]byte {
 		p, _, err := r.Next(ctx)
 		cancel()
 		require.NoError(t, err)
-		out = append(out, p)
+		out = append(out, bytes.Clone(p))
 	}
 	return out
 }
@@ -257,4 +257,34 @@ func BenchmarkAppendParallel(b *testing.B) {
 	})
 	st := w.Stats()
 	b.ReportMetric(float64(st.Appends)/float64(max(st.Syncs, 1)), "appends/sync")
+}
+
+// TestReaderReusesItsBuffer checks that a reader reads each record into the
+// buffer of the one before (its payload is valid until the next call), and
+// that a record over keptPayloadBytes gets a buffer of its own, not kept.
+func TestReaderReusesItsBuffer(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.SegmentBytes, cfg.MaxBytes = 16<<20, 32<<20
+	w := open(t, cfg)
+	sizes := []int{1000, 500, keptPayloadBytes + 1, 800}
+	for i, n := range sizes {
+		_, err := w.Append(context.Background(), payload(i, n))
+		require.NoError(t, err)
+	}
+	r := w.NewReader(w.First())
+	defer r.Close()
+	var first *byte
+	for i, n := range sizes {
+		p, _, err := r.Next(context.Background())
+		require.NoError(t, err)
+		require.Equal(t, payload(i, n), p)
+		switch {
+		case i == 0:
+			first = &p[0]
+		case n > keptPayloadBytes:
+			require.NotSame(t, first, &p[0], "a large record gets its own buffer")
+		default:
+			require.Same(t, first, &p[0], "record %d is read into the first record's buffer", i)
+		}
+	}
 }
