@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"sync"
 
 	"github.com/gin-gonic/gin"
 
@@ -99,16 +100,13 @@ func (s *Server) problems(c *gin.Context) {
 		return
 	}
 	defer cancel()
-	findings, truncated, err := s.windowFindings(ctx, w, kind)
+	in, err := s.readProblemInputs(ctx, w, kind)
 	if err != nil {
 		s.writeError(c, err)
 		return
 	}
-	all, err := s.groupProblems(ctx, w, findings, "")
-	if err != nil {
-		s.writeError(c, err)
-		return
-	}
+	truncated := in.truncated
+	all := s.groupProblems(in, "")
 	service := c.Query("service")
 	kept := all[:0]
 	for _, p := range all {
@@ -141,22 +139,20 @@ func (s *Server) problem(c *gin.Context) {
 		return
 	}
 	defer cancel()
-	findings, truncated, err := s.windowFindings(ctx, w, "")
+	in, err := s.readProblemInputs(ctx, w, "")
 	if err != nil {
 		s.writeError(c, err)
 		return
 	}
+	truncated := in.truncated
 	var mine []schema.Finding
-	for _, f := range findings {
+	for _, f := range in.findings {
 		if problems.Fingerprint(f).ID() == id {
 			mine = append(mine, f)
 		}
 	}
-	all, err := s.groupProblems(ctx, w, mine, id)
-	if err != nil {
-		s.writeError(c, err)
-		return
-	}
+	in.findings = mine
+	all := s.groupProblems(in, id)
 	if len(all) != 1 {
 		s.writeError(c, fmt.Errorf("no problem %q in this window: %w", id, store.ErrNotFound))
 		return
@@ -183,24 +179,48 @@ func (s *Server) problem(c *gin.Context) {
 	c.JSON(http.StatusOK, out)
 }
 
-// windowFindings reads the findings detected in w (of kind, when set),
-// newest first, up to problems.max_findings.
-func (s *Server) windowFindings(ctx context.Context, w store.Window, kind schema.Kind) ([]schema.Finding, bool, error) {
-	return s.store.WindowFindings(ctx, store.FindingQuery{Kind: kind, Window: w}, s.problemsCfg.MaxFindings)
+// problemInputs is what grouping a window's problems reads: the findings
+// detected in it (of one kind, when set), newest first, up to
+// problems.max_findings; each path's requests in it, for a problem's
+// share; and the problem stats of the trend intervals it touches.
+type problemInputs struct {
+	findings  []schema.Finding
+	truncated bool // the findings reached problems.max_findings
+	requests  map[string]uint64
+	stats     []problems.Stat
 }
 
-// groupProblems groups findings into problems, with the counts of the
-// window's problem stats (only problem's, when it is set) and each path's
-// requests in w for their share.
-func (s *Server) groupProblems(ctx context.Context, w store.Window, findings []schema.Finding, problem string) ([]problems.Problem, error) {
-	requests, err := s.store.PathRequests(ctx, w, s.cfg.MaxRows)
-	if err != nil {
-		return nil, err
+// readProblemInputs makes the three reads at once: none depends on
+// another, so on a ClickHouse server the answer waits for the slowest
+// instead of their sum (the embedded engine runs one read at a time on its
+// reads connection, so there they queue as before). The first failure in
+// the order above is the answer's error.
+func (s *Server) readProblemInputs(ctx context.Context, w store.Window, kind schema.Kind) (problemInputs, error) {
+	var in problemInputs
+	var errFindings, errRequests, errStats error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		in.findings, in.truncated, errFindings = s.store.WindowFindings(ctx,
+			store.FindingQuery{Kind: kind, Window: w}, s.problemsCfg.MaxFindings)
+	})
+	wg.Go(func() { in.requests, errRequests = s.store.PathRequests(ctx, w, s.cfg.MaxRows) })
+	wg.Go(func() {
+		in.stats, errStats = s.store.ProblemStats(ctx, store.FromIntervalStart(w, s.problemsCfg.TrendInterval))
+	})
+	wg.Wait()
+	for _, err := range []error{errFindings, errRequests, errStats} {
+		if err != nil {
+			return problemInputs{}, err
+		}
 	}
-	stats, err := s.store.ProblemStats(ctx, store.FromIntervalStart(w, s.problemsCfg.TrendInterval))
-	if err != nil {
-		return nil, err
-	}
+	return in, nil
+}
+
+// groupProblems groups in's findings into problems, with the counts of its
+// problem stats (only problem's, when it is set) and each path's requests
+// for their share.
+func (s *Server) groupProblems(in problemInputs, problem string) []problems.Problem {
+	stats := in.stats
 	if problem != "" {
 		mine := stats[:0]
 		for _, st := range stats {
@@ -210,5 +230,5 @@ func (s *Server) groupProblems(ctx context.Context, w store.Window, findings []s
 		}
 		stats = mine
 	}
-	return problems.Group(findings, s.problemsCfg.Options(s.now(), requests, stats)), nil
+	return problems.Group(in.findings, s.problemsCfg.Options(s.now(), in.requests, stats))
 }
