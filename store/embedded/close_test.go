@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/budgetd/budgetd/store/chsql"
 )
 
 // TestCloseWaitsForCallsItsCallersLeft closes the connection while a query
@@ -67,4 +69,40 @@ func TestInsertsDoNotWaitForReads(t *testing.T) {
 	var rows uint64
 	require.NoError(t, n.Scan(&rows))
 	require.EqualValues(t, 2, rows, "the read connection sees what the insert connection wrote")
+}
+
+// TestReadsDoNotWaitForReads: a read must run while another, slow one is
+// running (reads take one of readConnections), and a parameterised one
+// too (chDB binds parameters per connection). With one reads connection
+// the problems list's reads ran one after another, and a trace opened
+// during a slow list waited for it.
+func TestReadsDoNotWaitForReads(t *testing.T) {
+	c, err := Connect(t.TempDir())
+	require.NoError(t, err)
+	defer c.Close()
+	ctx := t.Context()
+
+	slow := make(chan error, 1)
+	go func() { // about 6 s in chDB
+		slow <- c.Exec(ctx, "SELECT sleepEachRow(0.75) FROM numbers({n:UInt64}) SETTINGS max_block_size = 1",
+			chsql.Params{chsql.P("n", uint64(8))})
+	}()
+	// Asked through Query, so it runs only on another reads connection
+	// while the slow read runs: on the same one it would see none.
+	require.Eventually(t, func() bool {
+		rows, err := c.Query(ctx, "SELECT count() FROM system.processes WHERE query LIKE {q:String}",
+			chsql.Params{chsql.P("q", "SELECT sleepEachRow%")})
+		if err != nil {
+			return false
+		}
+		defer rows.Close()
+		var n uint64
+		return rows.Next() && rows.Scan(&n) == nil && n == 1
+	}, 5*time.Second, 10*time.Millisecond)
+	select {
+	case err := <-slow:
+		t.Fatalf("the slow read ended (%v) before a read saw it running", err)
+	default:
+	}
+	require.NoError(t, <-slow)
 }

@@ -48,25 +48,33 @@ func Open(ctx context.Context, cfg Config) (*chsql.Store, error) {
 // per process, bound to one data directory, so every Conn shares it; the last
 // Close shuts it down.
 //
-// It has two connections to that server: chDB runs one statement at a time
-// on a connection, and with one, every insert of the write path waited
-// behind whatever read the API was running (an insert of ten rows took
-// 3 s behind a 3 s read). Inserts have their own connection; reads, DDL
-// and the rest share the other.
+// It has several connections (sessions) to that server: chDB runs one
+// parameterised statement at a time on a connection (see connection), and
+// with one, every insert of the write path waited behind whatever read the
+// API was running (an insert of ten rows took 3 s behind a 3 s read).
+// Inserts have their own connection; reads, DDL and the rest take one of
+// readConnections, so a read waits only when that many are running: the
+// problems list's three reads run side by side, and a trace opened while
+// the list loads does not queue behind it.
 var engine struct {
-	mu     sync.Mutex
-	conn   *connection // reads and statements
-	writer *connection // inserts
-	dir    string
-	refs   int
+	mu      sync.Mutex
+	conn    *connection      // the first connection, which started the server
+	readers chan *connection // readConnections of them, conn among them
+	writer  *connection      // inserts
+	dir     string
+	refs    int
 }
+
+// readConnections is how many reads and statements the embedded engine
+// runs at once; more wait for one of them to end.
+const readConnections = 3
 
 // Conn is a chsql.Conn on the process's chDB engine.
 type Conn struct {
-	c      *connection // reads and statements
-	w      *connection // inserts
-	closed bool
-	mu     sync.Mutex
+	readers chan *connection // reads and statements: take one, put it back
+	w       *connection      // inserts
+	closed  bool
+	mu      sync.Mutex
 	// calls counts the calls running in chDB, including those whose
 	// callers gave up on them (runCall): Close waits for them.
 	calls sync.WaitGroup
@@ -97,7 +105,7 @@ func Connect(dataDir string) (*Conn, error) {
 			return nil, fmt.Errorf("open chdb at %s: this process already runs chdb at %s", abs, engine.dir)
 		}
 		engine.refs++
-		return &Conn{c: engine.conn, w: engine.writer}, nil
+		return &Conn{readers: engine.readers, w: engine.writer}, nil
 	}
 	if err := os.MkdirAll(abs, 0o750); err != nil {
 		return nil, fmt.Errorf("open chdb: %w", err)
@@ -106,13 +114,26 @@ func Connect(dataDir string) (*Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	w, err := openConnection(lib, abs) // the same server: a second session on it
-	if err != nil {
-		c.close()
-		return nil, err
+	// The others are further sessions on the server c started.
+	others := make([]*connection, 0, readConnections)
+	for range readConnections {
+		o, err := openConnection(lib, abs)
+		if err != nil {
+			for _, o := range others {
+				o.close()
+			}
+			c.close()
+			return nil, err
+		}
+		others = append(others, o)
 	}
-	engine.conn, engine.writer, engine.dir, engine.refs = c, w, abs, 1
-	return &Conn{c: c, w: w}, nil
+	readers := make(chan *connection, readConnections)
+	readers <- c
+	for _, o := range others[1:] {
+		readers <- o
+	}
+	engine.conn, engine.readers, engine.writer, engine.dir, engine.refs = c, readers, others[0], abs, 1
+	return &Conn{readers: readers, w: others[0]}, nil
 }
 
 // Close implements chsql.Conn.
@@ -132,9 +153,16 @@ func (c *Conn) Close() error {
 	defer engine.mu.Unlock()
 	engine.refs--
 	if engine.refs == 0 {
+		// Every call has ended (calls.Wait above, for every Conn), so
+		// every reads connection is back in the channel.
+		for range readConnections {
+			if r := <-engine.readers; r != engine.conn {
+				r.close()
+			}
+		}
 		engine.writer.close()
 		engine.conn.close() // the last connection shuts the server down
-		engine.conn, engine.writer, engine.dir = nil, nil, ""
+		engine.conn, engine.readers, engine.writer, engine.dir = nil, nil, nil, ""
 	}
 	return nil
 }
@@ -148,7 +176,14 @@ func (c *Conn) run(ctx context.Context, query, format string, params chsql.Param
 	if err != nil {
 		return nil, err
 	}
-	return c.runCall(ctx, func() ([]byte, error) { return c.c.query(query, format, names, values) }, nil)
+	return c.runCall(ctx, func() ([]byte, error) {
+		r := <-c.readers
+		defer func() { c.readers <- r }()
+		if err := ctx.Err(); err != nil {
+			return nil, err // the caller left while the call waited for a connection
+		}
+		return r.query(query, format, names, values)
+	}, nil)
 }
 
 // runCall runs call on its own goroutine and waits for it or for ctx. When

@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"context"
 	"math"
 	"strings"
 	"testing"
@@ -114,11 +115,17 @@ func testConn(tb testing.TB) *Conn {
 	return c
 }
 
+// rawQuery runs q on one of c's reads connections and returns the
+// engine's output in format as it is.
+func rawQuery(c *Conn, q []byte, format string) ([]byte, error) {
+	return c.run(context.Background(), string(q), format, nil)
+}
+
 // TestNativeBlockMatchesEngine checks the encoder byte for byte against the
 // engine's own Native output for the same rows and types.
 func TestNativeBlockMatchesEngine(t *testing.T) {
 	c := testConn(t)
-	want, err := c.c.queryBytes([]byte(nativeSelect), "Native")
+	want, err := rawQuery(c, []byte(nativeSelect), "Native")
 	require.NoError(t, err)
 	blk := nativeBlock()
 	var types []chsql.Type
@@ -146,7 +153,7 @@ func TestNativeInsertRoundTrip(t *testing.T) {
 	insert := func() error { return c.Insert(ctx, "nat.t", nativeBlock(), "tok-1") }
 	require.NoError(t, insert())
 	require.NoError(t, insert(), "the same token again is accepted and dropped")
-	out, err := c.c.queryBytes([]byte("SELECT * FROM nat.t ORDER BY i8"), "TabSeparated")
+	out, err := rawQuery(c, []byte("SELECT * FROM nat.t ORDER BY i8"), "TabSeparated")
 	require.NoError(t, err)
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	require.Len(t, lines, 2, "stored once")

@@ -155,7 +155,7 @@ func TestBinaryRowsOfNoBytes(t *testing.T) {
 func FuzzBinaryRows(f *testing.F) {
 	c := testConn(f)
 	for _, q := range []string{nativeSelect, "SELECT 1 AS n, 'x' AS s, [[1, 2], []] AS a, CAST(NULL AS Nullable(Float64)) AS nf, (1, 'b') AS tup"} {
-		out, err := c.c.queryBytes([]byte(q), "RowBinaryWithNamesAndTypes")
+		out, err := rawQuery(c, []byte(q), "RowBinaryWithNamesAndTypes")
 		require.NoError(f, err)
 		f.Add(out)
 		f.Add(out[:len(out)/2])
@@ -198,7 +198,7 @@ func fuzzDest(typ *binaryType) any {
 // writes them.
 func BenchmarkBinaryRowsScan(b *testing.B) {
 	c := testConn(b)
-	data, err := c.c.queryBytes([]byte(`SELECT hex(sipHash64(number)) AS id, toLowCardinality('timeout_inversion') AS kind,
+	data, err := rawQuery(c, []byte(`SELECT hex(sipHash64(number)) AS id, toLowCardinality('timeout_inversion') AS kind,
 		toLowCardinality('critical') AS severity, hex(sipHash128(number)) AS trace_id, hex(sipHash64(number + 1)) AS span_id,
 		'pricing' AS service, 'POST /pricing/v1/items' AS operation, 'order' AS caller, 'pricing' AS callee,
 		'gateway:POST /checkout > order:POST /order/v1/items > pricing:POST /pricing/v1/items' AS path,
