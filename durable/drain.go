@@ -107,8 +107,8 @@ func (d *Durable) readRange(ctx context.Context, r *wal.Reader, from, to wal.Pos
 //
 // The batch's spans start with room for expect of them, the size of the
 // batch before: grown from nothing by append, a full batch of 20,000
-// spans (5 MB of span structs) was copied a dozen times on its way and
-// allocated five times its size, 12 % of the bytes a loaded budgetd
+// spans (5 MB of span structs) was copied ten times on its way and
+// allocated about five times its size, 12 % of the bytes a loaded budgetd
 // allocated (docs/performance.md, Round 2's step 29). The sink may keep
 // the slice, so it cannot be reused instead.
 func (d *Durable) collect(stopCtx context.Context, r *wal.Reader, expect int) (batch, error) {

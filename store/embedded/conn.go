@@ -49,13 +49,12 @@ func Open(ctx context.Context, cfg Config) (*chsql.Store, error) {
 // Close shuts it down.
 //
 // It has several connections (sessions) to that server: chDB runs one
-// parameterised statement at a time on a connection (see connection), and
-// with one, every insert of the write path waited behind whatever read the
-// API was running (an insert of ten rows took 3 s behind a 3 s read).
-// Inserts have their own connection; reads, DDL and the rest take one of
-// readConnections, so a read waits only when that many are running: the
-// problems list's three reads run side by side, and a trace opened while
-// the list loads does not queue behind it.
+// statement at a time on a connection, and with one, every insert of the
+// write path waited behind whatever read the API was running (an insert of
+// ten rows took 3 s behind a 3 s read). Inserts have their own connection;
+// reads, DDL and the rest take one of readConnections, so a read waits only
+// when that many are running: the problems list's three reads run side by
+// side, and a trace opened while the list loads does not queue behind it.
 var engine struct {
 	mu      sync.Mutex
 	conn    *connection      // the first connection, which started the server

@@ -6,7 +6,8 @@
 //
 // Inserts reach the engine as one block of ClickHouse's Native format in an
 // anonymous in-memory file (native.go, Conn.Insert); query results come back
-// as RowBinaryWithNamesAndTypes (rowbinary.go). Inserts and reads run on two
-// connections to the one chDB server, since chDB runs one statement at a
-// time on each (conn.go, engine).
+// as RowBinaryWithNamesAndTypes (rowbinary.go). Inserts have a connection
+// to the one chDB server of their own, and reads take one of three others,
+// since chDB runs one statement at a time on each (conn.go,
+// engine).
 package embedded

@@ -125,7 +125,8 @@ type connection struct {
 	// params serialises parameterised queries: chDB keeps bound parameters
 	// in the connection's context for the duration of a call, so two
 	// concurrent calls can see each other's (or none: "Substitution … is
-	// not set"). Queries without parameters run concurrently.
+	// not set"). Queries without parameters take no lock here; chDB runs
+	// a connection's statements one at a time itself.
 	params sync.Mutex
 }
 
