@@ -113,7 +113,8 @@ func Connect(dataDir string) (*Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The others are further sessions on the server c started.
+	// Further sessions on the server c started: others[0] takes the
+	// inserts, c and the rest of them the reads.
 	others := make([]*connection, 0, readConnections)
 	for range readConnections {
 		o, err := openConnection(lib, abs)
