@@ -55,7 +55,11 @@ type WALConfig struct {
 	// BatchBytes bounds what one drain batch holds decoded while it is
 	// written: its log records and the span and attribute structures
 	// decoded from them (record.HeldBytes), which for attribute-heavy
-	// spans are ten times the records.
+	// spans are ten times the records. A batch takes records until it
+	// reaches BatchBytes, so it holds up to one record more. The default,
+	// 32 MiB, is above 20,000 typical spans (about 25 MiB counted so) and
+	// keeps a batch of attribute-heavy ones, with its insert block and
+	// their encoding, within the memory the crash tests bound.
 	BatchBytes int `yaml:"batch_bytes"`
 	// FlushInterval is the longest a record waits for others to share its
 	// store write.
@@ -97,7 +101,7 @@ func DefaultConfig() Config {
 		MaxBackoff:    5 * time.Second,
 		DeadLetterDir: "./data/dead-letter",
 		Dedup:         DedupConfig{Window: 10 * time.Minute, MaxSpans: 8_000_000},
-		WAL: WALConfig{Config: wal.DefaultConfig(), BatchSpans: 20_000, BatchBytes: 64 << 20, FlushInterval: 200 * time.Millisecond,
+		WAL: WALConfig{Config: wal.DefaultConfig(), BatchSpans: 20_000, BatchBytes: 32 << 20, FlushInterval: 200 * time.Millisecond,
 			StallAfter: 2 * time.Minute},
 		// Batches of up to 8192 spans, at most 20 writes a second, and a
 		// queue of 64Ki spans (around 100 MB of typical spans).
