@@ -191,10 +191,9 @@ type problemInputs struct {
 }
 
 // readProblemInputs makes the three reads at once: none depends on
-// another, so on a ClickHouse server the answer waits for the slowest
-// instead of their sum (the embedded engine runs one read at a time on its
-// reads connection, so there they queue as before). The first failure in
-// the order above is the answer's error.
+// another, so the answer waits for the slowest instead of their sum (on
+// the embedded engine too, which has three reads sessions). The first
+// failure in the order above is the answer's error.
 func (s *Server) readProblemInputs(ctx context.Context, w store.Window, kind schema.Kind) (problemInputs, error) {
 	var in problemInputs
 	var errFindings, errRequests, errStats error
