@@ -16,7 +16,8 @@ type SpanSizer struct {
 // RowOverhead covers what a span's row holds besides its attributes,
 // events, links and the bytes of its names: in the block a writer builds,
 // ten string headers (16 bytes each) and the hex of its three ids (64), its
-// fixed-width columns (22) and the offsets of its 17 arrays (8 each).
+// fixed-width columns (22) and the offsets of its 17 arrays (8 each). A
+// hop's row (chsql's hopRowBytes) holds about as much besides its strings.
 const RowOverhead = 384
 
 // Per-element overheads in the block: an attribute is a key and a value

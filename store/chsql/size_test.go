@@ -32,9 +32,10 @@ func heldBytes(blk *Block) int {
 // TestSpanSizerCoversTheBlock: the estimate writers bound a store write by
 // (store.SpanSizer) is at least what the spans' insert block holds, and not
 // far above it, for spans of every shape. It counted 17 bytes an attribute
-// and 160 a row while the block held 33 and about 400, so a batch of
+// and 160 a row while the block held 33 and about 384, so a batch of
 // 1,000-attribute spans built a block twice its bound
-// (TestDecodedRequestMemory's peak RSS).
+// (TestDecodedRequestMemory's peak RSS). The hops' estimate
+// (hopRowBytes) shares the row overhead and is held to the same.
 func TestSpanSizerCoversTheBlock(t *testing.T) {
 	conv, err := ingest.NewConverter(ingest.DefaultLimits())
 	require.NoError(t, err)
@@ -74,12 +75,27 @@ func TestSpanSizerCoversTheBlock(t *testing.T) {
 		require.GreaterOrEqual(t, estimate, held, "%s: the estimate covers the block", c.name)
 		require.LessOrEqual(t, float64(estimate), 1.5*float64(held), "%s: the estimate is not far above the block", c.name)
 	}
+
+	hops := make([]schema.Hop, 100)
+	estimate := 0
+	for i := range hops {
+		hops[i] = schema.Hop{TraceID: schema.TraceID{1, byte(i)}, SpanID: schema.SpanID{2, byte(i)}, Service: "checkout",
+			Operation: "POST /orders", Path: "frontend>checkout", RootPath: "frontend", CallerService: "frontend",
+			CallerOperation: "POST /checkout", CalleeService: "payment", CalleeOperation: "POST /charges",
+			RemainingMs: schema.Ms(5), BudgetSource: "grpc-timeout"}
+		estimate += hopRowBytes(&hops[i])
+	}
+	held := heldBytes(fill(t, &hopsTable, pointers(hops)...))
+	t.Logf("hops: estimate %d, block %d bytes (%.2f×)", estimate, held, float64(estimate)/float64(held))
+	require.GreaterOrEqual(t, estimate, held, "hops: the estimate covers the block")
+	require.LessOrEqual(t, float64(estimate), 1.5*float64(held), "hops: the estimate is not far above the block")
 }
 
-func pointers(spans []schema.Span) []*schema.Span {
-	ps := make([]*schema.Span, len(spans))
-	for i := range spans {
-		ps[i] = &spans[i]
+// pointers returns a pointer to each of rows, as the tables take them.
+func pointers[R any](rows []R) []*R {
+	ps := make([]*R, len(rows))
+	for i := range rows {
+		ps[i] = &rows[i]
 	}
 	return ps
 }
