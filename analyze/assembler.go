@@ -4,7 +4,6 @@ import (
 	"errors"
 	"slices"
 	"time"
-	"unsafe"
 
 	"github.com/budgetd/budgetd/schema"
 )
@@ -24,8 +23,8 @@ type AssemblerConfig struct {
 	// MaxSpans bounds the spans held across all traces; further spans are
 	// dropped and counted.
 	MaxSpans int `yaml:"max_spans"`
-	// MaxBytes bounds the bytes of the spans held across all traces (their
-	// strings, attributes and events as SpanBytes counts them); further
+	// MaxBytes bounds the bytes of the spans held across all traces (what
+	// Compact keeps of them, packed: heldSpan.bytes); further
 	// spans are dropped and counted. With MaxSpans it bounds assembly's
 	// memory whatever the spans carry.
 	MaxBytes int64 `yaml:"max_bytes"`
@@ -83,14 +82,31 @@ type AssemblerCounters struct {
 	Reopened             uint64 // traces re-opened by late spans
 }
 
-// Assembled is a trace ready for analysis.
+// Assembled is a trace ready for analysis. Its spans stay packed as
+// assembly held them until Spans unpacks them: the traces due at once hold
+// hundreds of thousands of spans when the analysis falls behind, and
+// unpacked they took several times the memory (docs/performance.md, round
+// 2 step 32); the caller unpacks one round of traces at a time.
 type Assembled struct {
-	ID    schema.TraceID
-	Spans []schema.Span
+	ID schema.TraceID
 	// Reopened is true when the trace was analysed before and late spans
-	// arrived: Spans holds only the late ones, and the caller merges them
+	// arrived: Spans returns only the late ones, and the caller merges them
 	// with the stored trace before analysing it again.
 	Reopened bool
+	held     []heldSpan
+}
+
+// Len returns how many spans the trace has.
+func (t *Assembled) Len() int { return len(t.held) }
+
+// Spans returns the trace's spans as Compact keeps them, unpacked anew at
+// each call.
+func (t *Assembled) Spans() []schema.Span {
+	spans := make([]schema.Span, len(t.held))
+	for i := range t.held {
+		spans[i] = t.held[i].span(t.ID)
+	}
+	return spans
 }
 
 type pendingTrace struct {
@@ -110,7 +126,7 @@ type Assembler struct {
 	closed   map[schema.TraceID]struct{}
 	ring     []schema.TraceID // closed ids in closing order, for eviction
 	held     int              // spans held across all pending traces
-	bytes    int64            // their SpanBytes
+	bytes    int64            // their heldSpan.bytes
 	next     int
 	counters AssemblerCounters
 }
@@ -126,9 +142,8 @@ func NewAssembler(cfg AssemblerConfig) *Assembler {
 }
 
 // Add takes spans that arrived at now. It holds only what Compact keeps of
-// a span, so the caller compacts them first (Ready returns them as they
-// came). The spans are copied into the assembler's own slices; the caller
-// keeps its slice.
+// a span, packed (heldSpan), and Ready returns that: the caller need not
+// compact them first, and keeps its slice.
 func (a *Assembler) Add(spans []schema.Span, now time.Time) {
 	// A trace's spans mostly arrive together. Growing its slice by what
 	// this batch brings, rather than doubling it span by span, keeps the
@@ -143,7 +158,8 @@ func (a *Assembler) Add(spans []schema.Span, now time.Time) {
 			a.counters.DroppedSpansFull++
 			continue
 		}
-		size := SpanBytes(s)
+		h := hold(s)
+		size := h.bytes()
 		if a.bytes+size > a.cfg.MaxBytes {
 			a.counters.DroppedBytesFull++
 			continue
@@ -175,66 +191,11 @@ func (a *Assembler) Add(spans []schema.Span, now time.Time) {
 			p.spans = slices.Grow(p.spans, min(n, a.cfg.MaxSpansPerTrace-len(p.spans)))
 			arriving[s.TraceID] = 0
 		}
-		p.spans = append(p.spans, hold(s))
+		p.spans = append(p.spans, h)
 		p.bytes += size
 		a.held++
 		a.bytes += size
 	}
-}
-
-// heldSpan is a span as assembly holds it: the fields Compact keeps,
-// without the trace id its trace is filed under. It takes 136 bytes where
-// a schema.Span, most of whose fields a compacted span leaves empty, takes
-// 256: most of a held span's memory (BenchmarkHeldSpans).
-type heldSpan struct {
-	spanID, parentSpanID         schema.SpanID
-	service, name, statusMessage string
-	startNs, endNs               uint64
-	attrs                        schema.Attributes
-	events                       []schema.Event
-	kind                         schema.SpanKind
-	statusCode                   schema.StatusCode
-}
-
-// hold returns what assembly holds of the compacted span s.
-func hold(s *schema.Span) heldSpan {
-	return heldSpan{
-		spanID: s.SpanID, parentSpanID: s.ParentSpanID,
-		service: s.Service, name: s.Name, statusMessage: s.StatusMessage,
-		startNs: s.StartNs, endNs: s.EndNs,
-		attrs: s.Attrs, events: s.Events,
-		kind: s.Kind, statusCode: s.StatusCode,
-	}
-}
-
-// span returns the compacted span h holds, of trace.
-func (h *heldSpan) span(trace schema.TraceID) schema.Span {
-	return schema.Span{
-		TraceID: trace, SpanID: h.spanID, ParentSpanID: h.parentSpanID,
-		Service: h.service, Name: h.name, StatusMessage: h.statusMessage,
-		StartNs: h.startNs, EndNs: h.endNs,
-		Attrs: h.attrs, Events: h.events,
-		Kind: h.kind, StatusCode: h.statusCode,
-	}
-}
-
-// SpanBytes estimates the memory a held span takes: its struct, strings,
-// attributes and events (the rest is not held: spans are compacted before
-// assembly).
-func SpanBytes(s *schema.Span) int64 {
-	n := int64(unsafe.Sizeof(heldSpan{})) + int64(len(s.Service)+len(s.Name)+len(s.StatusMessage))
-	attrs := func(as schema.Attributes) int64 {
-		m := int64(0)
-		for i := range as {
-			m += int64(unsafe.Sizeof(as[i])) + int64(len(as[i].Key)+len(as[i].Value))
-		}
-		return m
-	}
-	n += attrs(s.Attrs)
-	for i := range s.Events {
-		n += int64(unsafe.Sizeof(s.Events[i])) + int64(len(s.Events[i].Name)) + attrs(s.Events[i].Attrs)
-	}
-	return n
 }
 
 // Ready removes and returns the traces that are due at now: idle for Idle or
@@ -246,11 +207,7 @@ func (a *Assembler) Ready(now time.Time, flush bool) []Assembled {
 		if !flush && now.Sub(p.last) < a.cfg.Idle && now.Sub(p.first) < a.cfg.MaxWait {
 			continue
 		}
-		spans := make([]schema.Span, len(p.spans))
-		for i := range p.spans {
-			spans[i] = p.spans[i].span(id)
-		}
-		out = append(out, Assembled{ID: id, Spans: spans, Reopened: p.reopened})
+		out = append(out, Assembled{ID: id, Reopened: p.reopened, held: p.spans})
 		a.held -= len(p.spans)
 		a.bytes -= p.bytes
 		delete(a.pending, id)
@@ -278,7 +235,7 @@ func (a *Assembler) remember(id schema.TraceID) {
 	a.closed[id] = struct{}{}
 }
 
-// HeldBytes returns the SpanBytes of the spans held.
+// HeldBytes returns the bytes of the spans held (heldSpan.bytes).
 func (a *Assembler) HeldBytes() int64 { return a.bytes }
 
 // Pending returns the number of traces and spans held.

@@ -47,7 +47,8 @@ func TestAssembler(t *testing.T) {
 		require.Empty(t, a.Ready(t0.Add(59*time.Second), false))
 		got := a.Ready(t0.Add(time.Minute), false)
 		require.Equal(t, []byte{2}, readyIDs(got), "max wait bounds a busy trace")
-		require.Len(t, got[0].Spans, 3, "max spans per trace")
+		require.Equal(t, 3, got[0].Len(), "max spans per trace")
+		require.Len(t, got[0].Spans(), 3)
 		require.EqualValues(t, 9, a.Counters().DroppedSpanOverflow)
 	})
 
@@ -81,7 +82,7 @@ func TestAssembler(t *testing.T) {
 		got := a.Ready(t0.Add(time.Hour), false)
 		require.Len(t, got, 1)
 		require.True(t, got[0].Reopened)
-		require.Equal(t, []schema.Span{asmSpan(1, 2)}, got[0].Spans, "only the late span")
+		require.Equal(t, []schema.Span{asmSpan(1, 2)}, got[0].Spans(), "only the late span")
 		require.EqualValues(t, 1, a.Counters().Reopened)
 
 		// RememberClosed is 1: closing trace 2 forgets trace 1.
@@ -101,7 +102,9 @@ func TestAssemblerBytes(t *testing.T) {
 		s.Name = strings.Repeat("n", 1000)
 		return s
 	}
-	per := SpanBytes(&[]schema.Span{big(1, 1)}[0])
+	one := big(1, 1)
+	h := hold(&one)
+	per := h.bytes()
 	cfg := AssemblerConfig{Idle: time.Second, MaxWait: time.Minute, MaxTraces: 10, MaxSpansPerTrace: 100, MaxSpans: 100,
 		MaxBytes: 5 * per, MaxBytesPerTrace: 3 * per}
 	require.NoError(t, cfg.Validate())

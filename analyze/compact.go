@@ -78,13 +78,8 @@ func Compact(s schema.Span) schema.Span {
 // keptKey reports whether Compact keeps the attribute key, and returns the
 // shared constant for it.
 func keptKey(key string) (string, bool) {
-	if name, ok := budgetread.AttrName(key); ok {
-		return name, true
-	}
-	for _, k := range peerAttrs {
-		if k == key {
-			return k, true
-		}
+	if i, ok := heldKeyIndex(key); ok {
+		return heldKeys[i], true
 	}
 	return "", false
 }

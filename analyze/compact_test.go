@@ -111,7 +111,7 @@ func TestCompactKeepsTimeoutVerdict(t *testing.T) {
 }
 
 // TestAssemblyHoldsCompactedSpans checks that assembly gives back every
-// field Compact keeps: it holds spans in a narrower struct, and a field
+// field Compact keeps: it holds spans packed (heldSpan), and a field
 // Compact starts keeping must be held too. The span has every field set,
 // so whatever Compact keeps of it is there to lose.
 func TestAssemblyHoldsCompactedSpans(t *testing.T) {
@@ -128,10 +128,10 @@ func TestAssemblyHoldsCompactedSpans(t *testing.T) {
 	}
 	compacted := Compact(full)
 	a := NewAssembler(DefaultAssemblerConfig())
-	a.Add([]schema.Span{compacted}, time.Unix(0, 0))
+	a.Add([]schema.Span{full}, time.Unix(0, 0))
 	ready := a.Ready(time.Unix(0, 0), true)
 	require.Len(t, ready, 1)
-	require.Equal(t, []schema.Span{compacted}, ready[0].Spans)
+	require.Equal(t, []schema.Span{compacted}, ready[0].Spans())
 	require.NotEmpty(t, compacted.Attrs)
 	require.NotEmpty(t, compacted.Events)
 	require.NotEmpty(t, compacted.StatusMessage)

@@ -12,9 +12,9 @@ import (
 )
 
 // BenchmarkHeldSpans measures the heap a held span costs the assembler:
-// realistic spans (ingesttest, converted as ingest does, compacted as the
-// pipeline does) added to an Assembler and kept, as they are for the idle
-// period before their traces are analysed.
+// realistic spans (ingesttest, converted as ingest does) added to an
+// Assembler, which keeps what Compact keeps of them, as they are held for
+// the idle period before their traces are analysed.
 func BenchmarkHeldSpans(b *testing.B) {
 	conv, err := ingest.NewConverter(ingest.DefaultConfig().Limits)
 	if err != nil {
@@ -36,11 +36,7 @@ func BenchmarkHeldSpans(b *testing.B) {
 		asm := analyze.NewAssembler(cfg)
 		now := time.Now()
 		for _, spans := range batches {
-			held := make([]schema.Span, len(spans))
-			for i := range spans {
-				held[i] = analyze.Compact(spans[i])
-			}
-			asm.Add(held, now)
+			asm.Add(spans, now)
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)

@@ -156,16 +156,13 @@ func New(cfg Config, set Settings) (*Pipeline, error) {
 	return p, nil
 }
 
-// Spans hands durable spans to the analysis. It never blocks on I/O. The
-// spans are held compacted (analyze.Compact): only what the detectors read.
+// Spans hands durable spans to the analysis. It never blocks on I/O.
+// Assembly holds what analyze.Compact keeps of them, packed: only what the
+// detectors read.
 func (p *Pipeline) Spans(spans []schema.Span) {
-	compacted := make([]schema.Span, len(spans))
-	for i := range spans {
-		compacted[i] = analyze.Compact(spans[i])
-	}
 	now := p.now()
 	p.mu.Lock()
-	p.asm.Add(compacted, now)
+	p.asm.Add(spans, now)
 	p.mu.Unlock()
 }
 
@@ -246,15 +243,16 @@ func (p *Pipeline) process(ctx context.Context, flush bool) error {
 	p.mu.Unlock()
 	for len(due) > 0 {
 		n, spans := 0, 0
-		for n < len(due) && (n == 0 || spans+len(due[n].Spans) <= p.roundSpans) {
-			spans += len(due[n].Spans)
+		for n < len(due) && (n == 0 || spans+due[n].Len() <= p.roundSpans) {
+			spans += due[n].Len()
 			n++
 		}
 		if err := p.analyse(ctx, now, due[:n]); err != nil {
 			return err
 		}
 		// Drop the round's spans so they can be collected while the
-		// next round runs.
+		// next round runs; the next round's are unpacked only then
+		// (analyze.Assembled.Spans).
 		clear(due[:n])
 		due = due[n:]
 	}
@@ -267,9 +265,9 @@ func (p *Pipeline) analyse(ctx context.Context, now time.Time, due []analyze.Ass
 	var reanalysed []schema.TraceID
 	traces := make([]*schema.Trace, len(due))
 	for i, tr := range due {
-		spans := tr.Spans
+		spans := tr.Spans()
 		if tr.Reopened {
-			spans = p.mergeStored(ctx, tr)
+			spans = p.mergeStored(ctx, tr.ID, spans)
 			reanalysed = append(reanalysed, tr.ID)
 		}
 		traces[i] = schema.NewTrace(spans)
@@ -339,26 +337,26 @@ const maxReadTraceBytes = 64 << 20
 // mergeStored completes a re-opened trace with the spans stored before its
 // late spans arrived. When the store cannot be read, the late spans are
 // analysed alone (and the failure counted): partial analysis beats none.
-func (p *Pipeline) mergeStored(ctx context.Context, tr analyze.Assembled) []schema.Span {
+func (p *Pipeline) mergeStored(ctx context.Context, id schema.TraceID, late []schema.Span) []schema.Span {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.WriteTimeout)
 	defer cancel()
 	// Read no more than a trace may hold in assembly, in spans and in
 	// bytes: a late span on a huge trace must not pull the whole trace
 	// into memory. The spans are compacted to what the detectors read at
 	// once.
-	stored, _, err := p.store.Trace(ctx, tr.ID, store.TraceLimits{Spans: p.cfg.Assembly.MaxSpansPerTrace, Bytes: maxReadTraceBytes})
+	stored, _, err := p.store.Trace(ctx, id, store.TraceLimits{Spans: p.cfg.Assembly.MaxSpansPerTrace, Bytes: maxReadTraceBytes})
 	if err != nil {
 		if !errors.Is(err, store.ErrNotFound) {
 			p.metrics.readErrors.Inc()
 		}
-		return tr.Spans
+		return late
 	}
 	seen := make(map[schema.SpanID]struct{}, len(stored))
 	for i := range stored {
 		stored[i] = analyze.Compact(stored[i])
 		seen[stored[i].SpanID] = struct{}{}
 	}
-	for _, s := range tr.Spans {
+	for _, s := range late {
 		if _, dup := seen[s.SpanID]; !dup {
 			stored = append(stored, s)
 		}

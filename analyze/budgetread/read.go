@@ -2,6 +2,7 @@ package budgetread
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -58,16 +59,16 @@ var budgetKeyNames = [numBudgetKeys]string{
 	keyRPCSystemName: schema.AttrRPCSystemName, keyRPCSystem: schema.AttrRPCSystem,
 }
 
-// AttrName returns the contract's own copy of key when key is a
-// budget attribute (IsAttr), so code that holds many spans can share
-// one string per name instead of keeping a copy per span.
-func AttrName(key string) (string, bool) {
+// AttrIndex returns key's place in AttrNames when key is a budget
+// attribute (IsAttr), so code that holds many spans can keep a byte for
+// the name.
+func AttrIndex(key string) (int, bool) {
 	k, ok := budgetKeyOf(key)
-	if !ok {
-		return "", false
-	}
-	return budgetKeyNames[k], true
+	return int(k), ok
 }
+
+// AttrNames returns the budget attributes' names in AttrIndex's order.
+func AttrNames() []string { return slices.Clone(budgetKeyNames[:]) }
 
 func budgetKeyOf(key string) (budgetKey, bool) {
 	switch key {

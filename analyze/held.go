@@ -1,0 +1,197 @@
+package analyze
+
+import (
+	"encoding/binary"
+	"strings"
+	"unsafe"
+
+	"github.com/budgetd/budgetd/analyze/budgetread"
+	"github.com/budgetd/budgetd/schema"
+)
+
+// heldSpan is a span as assembly holds it: what Compact keeps of it,
+// without the trace id its trace is filed under. The numbers are fields;
+// the strings (service, name, status evidence), the kept attributes and
+// the budget.cancelled events are packed into one string. Assembly holds
+// every span of the idle period, at high rates hundreds of thousands of
+// them: a schema.Span with its attribute slice took 453 bytes of heap a
+// span, a packed one takes about a third (BenchmarkHeldSpans), and it has
+// one pointer for the collector to follow instead of one per string.
+//
+// The packed string is a sequence of:
+//
+//	service, name, status evidence   each uvarint length + bytes
+//	attribute count                  uvarint
+//	  key, type                      a byte each: the key's place in heldKeys, the schema.AttrType
+//	  value                          uvarint length + bytes
+//	cancellation event count         uvarint
+//	  time                           8 bytes, little endian
+//	  source                         a byte, 1 when the event has budget.cancel.source,
+//	                                 then its uvarint length + bytes
+type heldSpan struct {
+	spanID, parentSpanID schema.SpanID
+	startNs, endNs       uint64
+	packed               string
+	kind                 schema.SpanKind
+	statusCode           schema.StatusCode
+}
+
+// heldKeys are the attribute names Compact keeps: the budget attributes
+// (budgetread.AttrNames), then the ones that name a callee (peerAttrs). A
+// held attribute stores its name's place here.
+var heldKeys = append(budgetread.AttrNames(), peerAttrs[:]...)
+
+// heldKeyIndex returns key's place in heldKeys, when Compact keeps it.
+func heldKeyIndex(key string) (int, bool) {
+	if i, ok := budgetread.AttrIndex(key); ok {
+		return i, true
+	}
+	for i, k := range peerAttrs {
+		if k == key {
+			return len(heldKeys) - len(peerAttrs) + i, true
+		}
+	}
+	return 0, false
+}
+
+// hold packs what Compact keeps of s (s itself need not be compacted).
+func hold(s *schema.Span) heldSpan {
+	evidence := budgetread.StatusEvidence(s)
+	attrs, events := 0, 0
+	size := lenPrefixed(s.Service) + lenPrefixed(s.Name) + lenPrefixed(evidence)
+	for i := range s.Attrs {
+		if _, ok := heldKeyIndex(s.Attrs[i].Key); ok {
+			attrs++
+			size += 2 + lenPrefixed(s.Attrs[i].Value)
+		}
+	}
+	for i := range s.Events {
+		if s.Events[i].Name == schema.EventCancelled {
+			events++
+			size += 8 + 1
+			if a, ok := s.Events[i].Attrs.Get(schema.AttrCancelSource); ok {
+				size += lenPrefixed(a.Value)
+			}
+		}
+	}
+	size += uvarintLen(attrs) + uvarintLen(events)
+
+	var p packer
+	p.b.Grow(size)
+	p.str(s.Service)
+	p.str(s.Name)
+	p.str(evidence)
+	p.uvarint(attrs)
+	for i := range s.Attrs {
+		if k, ok := heldKeyIndex(s.Attrs[i].Key); ok {
+			p.b.WriteByte(byte(k))
+			p.b.WriteByte(byte(s.Attrs[i].Type))
+			p.str(s.Attrs[i].Value)
+		}
+	}
+	p.uvarint(events)
+	for i := range s.Events {
+		e := &s.Events[i]
+		if e.Name != schema.EventCancelled {
+			continue
+		}
+		var t [8]byte
+		binary.LittleEndian.PutUint64(t[:], e.TimeNs)
+		p.b.Write(t[:])
+		if a, ok := e.Attrs.Get(schema.AttrCancelSource); ok {
+			p.b.WriteByte(1)
+			p.str(a.Value)
+		} else {
+			p.b.WriteByte(0)
+		}
+	}
+	return heldSpan{
+		spanID: s.SpanID, parentSpanID: s.ParentSpanID,
+		startNs: s.StartNs, endNs: s.EndNs,
+		packed: p.b.String(),
+		kind:   s.Kind, statusCode: s.StatusCode,
+	}
+}
+
+// bytes is the memory h takes: its struct and its packed string.
+func (h *heldSpan) bytes() int64 {
+	return int64(unsafe.Sizeof(*h)) + int64(len(h.packed))
+}
+
+// span returns Compact's span for h, of trace. Its strings share h's
+// packed string; only its attribute and event slices are allocated.
+func (h *heldSpan) span(trace schema.TraceID) schema.Span {
+	u := unpacker{s: h.packed}
+	s := schema.Span{
+		TraceID: trace, SpanID: h.spanID, ParentSpanID: h.parentSpanID,
+		Service: u.str(), Name: u.str(), StatusMessage: u.str(),
+		StartNs: h.startNs, EndNs: h.endNs,
+		Kind: h.kind, StatusCode: h.statusCode,
+	}
+	if n := u.uvarint(); n > 0 {
+		s.Attrs = make(schema.Attributes, n)
+		for i := range s.Attrs {
+			key, typ := u.byte(), u.byte()
+			s.Attrs[i] = schema.Attr{Key: heldKeys[key], Type: schema.AttrType(typ), Value: u.str()}
+		}
+	}
+	if n := u.uvarint(); n > 0 {
+		s.Events = make([]schema.Event, n)
+		for i := range s.Events {
+			e := schema.Event{TimeNs: binary.LittleEndian.Uint64([]byte(u.next(8))), Name: schema.EventCancelled}
+			if u.byte() == 1 {
+				e.Attrs = schema.Attributes{schema.Str(schema.AttrCancelSource, u.str())}
+			}
+			s.Events[i] = e
+		}
+	}
+	return s
+}
+
+// packer writes a packed string in one allocation (hold grows it to the
+// size first).
+type packer struct{ b strings.Builder }
+
+func (p *packer) uvarint(n int) {
+	var buf [binary.MaxVarintLen64]byte
+	p.b.Write(binary.AppendUvarint(buf[:0], uint64(n)))
+}
+
+func (p *packer) str(s string) {
+	p.uvarint(len(s))
+	p.b.WriteString(s)
+}
+
+// unpacker reads what packer wrote. hold wrote it, so it is well formed.
+type unpacker struct{ s string }
+
+func (u *unpacker) next(n int) string {
+	v := u.s[:n]
+	u.s = u.s[n:]
+	return v
+}
+
+func (u *unpacker) byte() byte { return u.next(1)[0] }
+
+func (u *unpacker) uvarint() int {
+	var n uint64
+	for shift := 0; ; shift += 7 {
+		c := u.byte()
+		n |= uint64(c&0x7f) << shift
+		if c < 0x80 {
+			return int(n)
+		}
+	}
+}
+
+func (u *unpacker) str() string { return u.next(u.uvarint()) }
+
+func uvarintLen(n int) int {
+	l := 1
+	for ; n >= 0x80; n >>= 7 {
+		l++
+	}
+	return l
+}
+
+func lenPrefixed(s string) int { return uvarintLen(len(s)) + len(s) }

@@ -1,0 +1,61 @@
+package analyze
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/budgetd/budgetd/ingest"
+	"github.com/budgetd/budgetd/ingest/ingesttest"
+	"github.com/budgetd/budgetd/schema"
+)
+
+// TestHeldSpanIsCompact packs spans as assembly holds them and expects each
+// to unpack into exactly what Compact keeps of it: every fixture, realistic
+// generated spans, and spans that stretch the packing (every kept key, long
+// strings whose lengths take several bytes, events with and without a
+// cancellation source, other events and attributes to drop).
+func TestHeldSpanIsCompact(t *testing.T) {
+	conv, err := ingest.NewConverter(ingest.DefaultLimits())
+	require.NoError(t, err)
+	var spans []schema.Span
+	files, err := filepath.Glob(filepath.Join("..", "fixtures", "*.json"))
+	require.NoError(t, err)
+	for _, f := range files {
+		if strings.HasSuffix(f, ".golden.json") {
+			continue
+		}
+		fs, err := ingest.ReadSpansFile(f, conv)
+		require.NoError(t, err)
+		spans = append(spans, fs...)
+	}
+	spans = append(spans, conv.Convert(ingesttest.Spans(1, 2_000)).Spans...)
+
+	require.LessOrEqual(t, len(heldKeys), 256, "a held attribute keeps its key's place in a byte")
+	long := strings.Repeat("x", 70_000)
+	var every schema.Attributes
+	for i, k := range heldKeys {
+		every = append(every, schema.Attr{Key: k, Type: schema.AttrType(i % 5), Value: strings.Repeat("v", i*40)})
+		every = append(every, schema.Str("dropped."+k, "y"))
+	}
+	spans = append(spans,
+		schema.Span{},
+		schema.Span{Service: long, Name: long[:300], StatusCode: schema.StatusError, StatusMessage: "context deadline exceeded",
+			Kind: schema.KindConsumer, StartNs: 1<<63 + 5, EndNs: 1<<64 - 1, Attrs: every},
+		schema.Span{Service: "s", Name: "n", Attrs: schema.Attributes{schema.Str("peer.service", long)},
+			Events: []schema.Event{
+				{TimeNs: 1, Name: schema.EventCancelled},
+				{TimeNs: 2, Name: schema.EventException, Attrs: schema.Attributes{schema.Str(schema.AttrExceptionType, "TimeoutError")}},
+				{TimeNs: 1<<64 - 1, Name: schema.EventCancelled, Attrs: schema.Attributes{schema.Str("other", "o"), schema.Str(schema.AttrCancelSource, long[:200])}},
+			}},
+	)
+	for i := range spans {
+		s := &spans[i]
+		s.TraceID, s.SpanID, s.ParentSpanID = schema.TraceID{byte(i), 1}, schema.SpanID{byte(i), 2}, schema.SpanID{byte(i), 3}
+		h := hold(s)
+		require.Equal(t, Compact(*s), h.span(s.TraceID), "span %d: %s %s", i, s.Service, s.Name)
+	}
+	require.Greater(t, len(spans), 2_000)
+}
