@@ -2,13 +2,16 @@
 -- lists are parallel key/type/value arrays (see schema.Attr) so the core runs
 -- on ClickHouse 18.16 as well as on current versions.
 --
--- Granules of 1,024 rows rather than 8,192: a trace's spans are a few rows
+-- Granules of 512 rows rather than 8,192: a trace's spans are a few rows
 -- in each of its services' ranges, and reading one row decompresses every
 -- column from its granule's start (a span's attributes alone are about
--- 2 MB in 8,192 rows). On chDB 26.7 with 1 M spans of the query benchmark's
--- fill, all columns of a trace's spans: 36.7 → 20.9 ms (docs/performance.md).
--- index_granularity cannot be changed on an existing table: stores created
--- before this line keep 8,192.
+-- 2 MB in 8,192 rows). On chDB 26.7, all columns of a trace's spans: with
+-- 1 M spans of the query benchmark's fill, 36.7 ms in granules of 8,192,
+-- 20.9 in granules of 1,024; with 2 M spans and 14,000 more written a
+-- second, 36.9 / 101.7 ms (p50 / p99) in granules of 1,024, 19.9 / 54.5 in
+-- granules of 512, for 5 bytes a span more on disk (docs/performance.md,
+-- round 2 steps 24 and 33). index_granularity cannot be changed on an
+-- existing table: stores created before a change keep what they had.
 CREATE TABLE IF NOT EXISTS {{.DB}}.spans (
     trace_id String{{codec "ZSTD(1)"}},
     span_id String{{codec "ZSTD(1)"}},
@@ -46,7 +49,7 @@ PARTITION BY toYYYYMMDD(toDateTime(intDiv(start_ns, 1000000000), 'UTC'))
 ORDER BY (service, start_ns)
 {{- if .TTLDays}}
 TTL toDateTime(intDiv(start_ns, 1000000000), 'UTC') + INTERVAL {{.TTLDays}} DAY{{end}}
-SETTINGS index_granularity = 1024{{if .DedupToken}}, non_replicated_deduplication_window = 10000{{end}};
+SETTINGS index_granularity = 512{{if .DedupToken}}, non_replicated_deduplication_window = 10000{{end}};
 
 -- Trace-id lookup: where a trace's spans are (which services, which time
 -- range), so trace-by-id reads only the parts that can hold it.
