@@ -18,26 +18,35 @@ import (
 // compacted spans, and expects the same report: compaction drops only what
 // the detectors never read.
 func TestCompactKeepsFindings(t *testing.T) {
+	now := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	fixtures := fixtureSpans(t)
+	for f, spans := range fixtures {
+		compacted := make([]schema.Span, len(spans))
+		for i, s := range spans {
+			compacted[i] = Compact(s)
+		}
+		require.Equal(t, Analyze(spans, now, DefaultConfig()), Analyze(compacted, now, DefaultConfig()), f)
+	}
+	require.NotEmpty(t, fixtures)
+}
+
+// fixtureSpans reads every trace fixture (not the golden reports), by file.
+func fixtureSpans(t *testing.T) map[string][]schema.Span {
+	t.Helper()
 	conv, err := ingest.NewConverter(ingest.DefaultLimits())
 	require.NoError(t, err)
 	files, err := filepath.Glob(filepath.Join("..", "fixtures", "*.json"))
 	require.NoError(t, err)
-	now := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
-	n := 0
+	out := map[string][]schema.Span{}
 	for _, f := range files {
 		if strings.HasSuffix(f, ".golden.json") {
 			continue
 		}
 		spans, err := ingest.ReadSpansFile(f, conv)
 		require.NoError(t, err)
-		compacted := make([]schema.Span, len(spans))
-		for i, s := range spans {
-			compacted[i] = Compact(s)
-		}
-		require.Equal(t, Analyze(spans, now, DefaultConfig()), Analyze(compacted, now, DefaultConfig()), f)
-		n++
+		out[f] = spans
 	}
-	require.Positive(t, n)
+	return out
 }
 
 // TestCompactKeepsTimeoutVerdict builds spans from every combination of the

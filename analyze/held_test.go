@@ -1,7 +1,6 @@
 package analyze
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -18,19 +17,12 @@ import (
 // strings whose lengths take several bytes, events with and without a
 // cancellation source, other events and attributes to drop).
 func TestHeldSpanIsCompact(t *testing.T) {
-	conv, err := ingest.NewConverter(ingest.DefaultLimits())
-	require.NoError(t, err)
 	var spans []schema.Span
-	files, err := filepath.Glob(filepath.Join("..", "fixtures", "*.json"))
-	require.NoError(t, err)
-	for _, f := range files {
-		if strings.HasSuffix(f, ".golden.json") {
-			continue
-		}
-		fs, err := ingest.ReadSpansFile(f, conv)
-		require.NoError(t, err)
+	for _, fs := range fixtureSpans(t) {
 		spans = append(spans, fs...)
 	}
+	conv, err := ingest.NewConverter(ingest.DefaultLimits())
+	require.NoError(t, err)
 	spans = append(spans, conv.Convert(ingesttest.Spans(1, 2_000)).Spans...)
 
 	require.LessOrEqual(t, len(heldKeys), 256, "a held attribute keeps its key's place in a byte")
