@@ -129,6 +129,7 @@ type Assembler struct {
 	bytes    int64            // their heldSpan.bytes
 	next     int
 	counters AssemblerCounters
+	scratch  []byte // hold packs into it
 }
 
 // NewAssembler returns an empty assembler.
@@ -158,7 +159,8 @@ func (a *Assembler) Add(spans []schema.Span, now time.Time) {
 			a.counters.DroppedSpansFull++
 			continue
 		}
-		h := hold(s)
+		var h heldSpan
+		h, a.scratch = hold(s, a.scratch)
 		size := h.bytes()
 		if a.bytes+size > a.cfg.MaxBytes {
 			a.counters.DroppedBytesFull++

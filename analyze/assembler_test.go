@@ -103,7 +103,7 @@ func TestAssemblerBytes(t *testing.T) {
 		return s
 	}
 	one := big(1, 1)
-	h := hold(&one)
+	h, _ := hold(&one, nil)
 	per := h.bytes()
 	cfg := AssemblerConfig{Idle: time.Second, MaxWait: time.Minute, MaxTraces: 10, MaxSpansPerTrace: 100, MaxSpans: 100,
 		MaxBytes: 5 * per, MaxBytesPerTrace: 3 * per}

@@ -2,7 +2,7 @@ package analyze
 
 import (
 	"encoding/binary"
-	"strings"
+	"slices"
 	"unsafe"
 
 	"github.com/budgetd/budgetd/analyze/budgetread"
@@ -54,63 +54,57 @@ func heldKeyIndex(key string) (int, bool) {
 	return 0, false
 }
 
-// hold packs what Compact keeps of s (s itself need not be compacted).
-func hold(s *schema.Span) heldSpan {
-	evidence := budgetread.StatusEvidence(s)
-	attrs, events := 0, 0
-	size := lenPrefixed(s.Service) + lenPrefixed(s.Name) + lenPrefixed(evidence)
+// hold packs what Compact keeps of s (s itself need not be compacted). It
+// packs into buf, which it returns grown for the next call, and copies the
+// result into the held string: one pass over the attributes and one
+// allocation a span.
+func hold(s *schema.Span, buf []byte) (heldSpan, []byte) {
+	b := appendStr(buf[:0], s.Service)
+	b = appendStr(b, s.Name)
+	b = appendStr(b, budgetread.StatusEvidence(s))
+	// The attribute count goes first; it is patched once known (a span
+	// keeps far fewer than 128 attributes: one byte, unless it is a
+	// hostile one, which takes the slow way).
+	countAt, attrs := len(b), 0
+	b = append(b, 0)
 	for i := range s.Attrs {
-		if _, ok := heldKeyIndex(s.Attrs[i].Key); ok {
+		if k, ok := heldKeyIndex(s.Attrs[i].Key); ok {
+			b = append(b, byte(k), byte(s.Attrs[i].Type))
+			b = appendStr(b, s.Attrs[i].Value)
 			attrs++
-			size += 2 + lenPrefixed(s.Attrs[i].Value)
 		}
 	}
+	if attrs < 0x80 {
+		b[countAt] = byte(attrs)
+	} else {
+		b = slices.Insert(b, countAt+1, make([]byte, uvarintLen(attrs)-1)...)
+		binary.AppendUvarint(b[:countAt], uint64(attrs))
+	}
+	events := 0
 	for i := range s.Events {
 		if s.Events[i].Name == schema.EventCancelled {
 			events++
-			size += 8 + 1
-			if a, ok := s.Events[i].Attrs.Get(schema.AttrCancelSource); ok {
-				size += lenPrefixed(a.Value)
-			}
 		}
 	}
-	size += uvarintLen(attrs) + uvarintLen(events)
-
-	var p packer
-	p.b.Grow(size)
-	p.str(s.Service)
-	p.str(s.Name)
-	p.str(evidence)
-	p.uvarint(attrs)
-	for i := range s.Attrs {
-		if k, ok := heldKeyIndex(s.Attrs[i].Key); ok {
-			p.b.WriteByte(byte(k))
-			p.b.WriteByte(byte(s.Attrs[i].Type))
-			p.str(s.Attrs[i].Value)
-		}
-	}
-	p.uvarint(events)
+	b = binary.AppendUvarint(b, uint64(events))
 	for i := range s.Events {
 		e := &s.Events[i]
 		if e.Name != schema.EventCancelled {
 			continue
 		}
-		var t [8]byte
-		binary.LittleEndian.PutUint64(t[:], e.TimeNs)
-		p.b.Write(t[:])
+		b = binary.LittleEndian.AppendUint64(b, e.TimeNs)
 		if a, ok := e.Attrs.Get(schema.AttrCancelSource); ok {
-			p.b.WriteByte(1)
-			p.str(a.Value)
+			b = appendStr(append(b, 1), a.Value)
 		} else {
-			p.b.WriteByte(0)
+			b = append(b, 0)
 		}
 	}
 	return heldSpan{
 		spanID: s.SpanID, parentSpanID: s.ParentSpanID,
 		startNs: s.StartNs, endNs: s.EndNs,
-		packed: p.b.String(),
+		packed: string(b),
 		kind:   s.Kind, statusCode: s.StatusCode,
-	}
+	}, b
 }
 
 // bytes is the memory h takes: its struct and its packed string.
@@ -148,21 +142,11 @@ func (h *heldSpan) span(trace schema.TraceID) schema.Span {
 	return s
 }
 
-// packer writes a packed string in one allocation (hold grows it to the
-// size first).
-type packer struct{ b strings.Builder }
-
-func (p *packer) uvarint(n int) {
-	var buf [binary.MaxVarintLen64]byte
-	p.b.Write(binary.AppendUvarint(buf[:0], uint64(n)))
+func appendStr(b []byte, s string) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
 }
 
-func (p *packer) str(s string) {
-	p.uvarint(len(s))
-	p.b.WriteString(s)
-}
-
-// unpacker reads what packer wrote. hold wrote it, so it is well formed.
+// unpacker reads what hold packed, so it is well formed.
 type unpacker struct{ s string }
 
 func (u *unpacker) next(n int) string {
@@ -193,5 +177,3 @@ func uvarintLen(n int) int {
 	}
 	return l
 }
-
-func lenPrefixed(s string) int { return uvarintLen(len(s)) + len(s) }

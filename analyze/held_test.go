@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -14,8 +15,9 @@ import (
 // TestHeldSpanIsCompact packs spans as assembly holds them and expects each
 // to unpack into exactly what Compact keeps of it: every fixture, realistic
 // generated spans, and spans that stretch the packing (every kept key, long
-// strings whose lengths take several bytes, events with and without a
-// cancellation source, other events and attributes to drop).
+// strings whose lengths take several bytes, attribute counts that take one
+// to three, events with and without a cancellation source, other events and
+// attributes to drop).
 func TestHeldSpanIsCompact(t *testing.T) {
 	var spans []schema.Span
 	for _, fs := range fixtureSpans(t) {
@@ -32,6 +34,15 @@ func TestHeldSpanIsCompact(t *testing.T) {
 		every = append(every, schema.Attr{Key: k, Type: schema.AttrType(i % 5), Value: strings.Repeat("v", i*40)})
 		every = append(every, schema.Str("dropped."+k, "y"))
 	}
+	// Counts of kept attributes whose length takes one, two and three bytes.
+	for _, n := range []int{127, 128, 200, 20_000} {
+		var many schema.Attributes
+		for i := range n {
+			many = append(many, schema.Str("peer.service", strconv.Itoa(i)), schema.Str("other", "o"))
+		}
+		spans = append(spans, schema.Span{Service: "many", Attrs: many, StatusCode: schema.StatusError,
+			Events: []schema.Event{{TimeNs: 3, Name: schema.EventCancelled}}})
+	}
 	spans = append(spans,
 		schema.Span{},
 		schema.Span{Service: long, Name: long[:300], StatusCode: schema.StatusError, StatusMessage: "context deadline exceeded",
@@ -46,8 +57,28 @@ func TestHeldSpanIsCompact(t *testing.T) {
 	for i := range spans {
 		s := &spans[i]
 		s.TraceID, s.SpanID, s.ParentSpanID = schema.TraceID{byte(i), 1}, schema.SpanID{byte(i), 2}, schema.SpanID{byte(i), 3}
-		h := hold(s)
+		h, _ := hold(s, nil)
 		require.Equal(t, Compact(*s), h.span(s.TraceID), "span %d: %s %s", i, s.Service, s.Name)
 	}
 	require.Greater(t, len(spans), 2_000)
+}
+
+// BenchmarkHold measures packing a realistic span as assembly does for
+// every span the drain stores (ns/span).
+func BenchmarkHold(b *testing.B) {
+	conv, err := ingest.NewConverter(ingest.DefaultLimits())
+	require.NoError(b, err)
+	spans := conv.Convert(ingesttest.Spans(1, 10_000)).Spans
+	var buf []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		for i := range spans {
+			var h heldSpan
+			h, buf = hold(&spans[i], buf)
+			if h.packed == "" {
+				b.Fatal("nothing packed")
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(spans)), "ns/span")
 }
