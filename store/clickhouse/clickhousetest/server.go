@@ -220,15 +220,36 @@ func tail(b []byte, n int) []byte {
 	return b
 }
 
-// FreePort asks the kernel for a free loopback port.
+// FreePort asks the kernel for a free loopback port that this process has
+// not been given before. The kernel may hand a port it just released out
+// again: a cluster's servers get all their ports before any binds one, and
+// once two of them got the same port (one server's HTTP port, another's
+// native one), the second server exited on it while the first answered in
+// its place, so its start looked fine and the cluster waited on a replica
+// that was not there until the test timed out.
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find free port: %w", err)
+	given.mu.Lock()
+	defer given.mu.Unlock()
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, fmt.Errorf("find free port: %w", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if _, ok := given.ports[port]; !ok {
+			given.ports[port] = struct{}{}
+			return port, nil
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, errors.New("find free port: the kernel kept offering ports already given out")
 }
+
+// given is every port FreePort handed out in this process.
+var given = struct {
+	mu    sync.Mutex
+	ports map[int]struct{}
+}{ports: map[int]struct{}{}}
 
 // WriteConfig writes the server's config.xml and users.xml: a single
 // server on its loopback ports, plus extra, XML elements placed inside the
