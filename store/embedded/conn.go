@@ -77,7 +77,6 @@ type Conn struct {
 	// calls counts the calls running in chDB, including those whose
 	// callers gave up on them (runCall): Close waits for them.
 	calls sync.WaitGroup
-	spare spareBuffers
 }
 
 // errClosed is the error of a call on a closed Conn.
@@ -263,10 +262,9 @@ func (c *Conn) Insert(ctx context.Context, table string, blk *chsql.Block, dedup
 	if err != nil {
 		return fmt.Errorf("insert %s: %w", table, err)
 	}
-	buf := appendNative(c.spare.take(table), blk)
-	_, err = f.Write(buf)
-	c.spare.keep(table, buf)
-	if err != nil {
+	// Encoded straight into the file a chunk at a time: the whole
+	// encoding is only ever in the file.
+	if err = writeNative(f, blk, nativeChunkBytes); err != nil {
 		f.Close()
 		return fmt.Errorf("insert %s: write block: %w", table, err)
 	}
@@ -293,41 +291,4 @@ func memFile(name string) (*os.File, error) {
 		return nil, fmt.Errorf("create in-memory file: %w", err)
 	}
 	return os.NewFile(uintptr(fd), name), nil
-}
-
-// spareBuffers keeps the last Native encoding of a block for each table,
-// for the next insert into that table to encode into. A batch of 20,000
-// spans is about 12 MB in Native; growing the buffer from nothing for every
-// insert allocated about twice that. A sync.Pool would not do: the
-// collector empties it every cycle or two, and under load that is every
-// second.
-type spareBuffers struct {
-	mu      sync.Mutex
-	byTable map[string][]byte
-}
-
-// maxSpareBufferBytes is the largest buffer kept, so one huge batch does
-// not pin its memory for good.
-const maxSpareBufferBytes = 64 << 20
-
-// take returns table's spare buffer, empty, or nil when there is none.
-func (p *spareBuffers) take(table string) []byte {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	b := p.byTable[table]
-	delete(p.byTable, table)
-	return b[:0]
-}
-
-// keep keeps b as table's spare buffer.
-func (p *spareBuffers) keep(table string, b []byte) {
-	if cap(b) > maxSpareBufferBytes {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.byTable == nil {
-		p.byTable = make(map[string][]byte)
-	}
-	p.byTable[table] = b
 }

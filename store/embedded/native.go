@@ -2,60 +2,118 @@ package embedded
 
 import (
 	"encoding/binary"
+	"io"
 	"math"
+	"sync"
 
 	"github.com/budgetd/budgetd/store/chsql"
 )
 
-// appendNative appends blk to b in ClickHouse's Native format, the engine's
-// own columnar layout, and returns b: the column and row counts, then for
-// each column its name, its type and its data — fixed-width values as
-// little-endian bytes, strings as a length and their bytes, arrays as
-// cumulative end offsets (outermost first) followed by every element, a
-// Nullable's NULL map before its values. A chsql.Block holds its columns in
-// that layout already, so this is little more than copies; parsing the same
-// rows from JSON cost four times the CPU of the insert itself
-// (docs/performance.md).
+// nativeChunkBytes is how much of a block's encoding writeNative holds
+// before it writes it out. A block of 20,000 spans is about 12 MB in
+// Native; encoded whole, that buffer was the largest single share of the
+// live heap under load, beside the block it copies (docs/performance.md,
+// Round 2's step 34).
+const nativeChunkBytes = 256 << 10
+
+// chunkBuffers are writeNative's buffers: room for a chunk and the value
+// that crosses it, which is most often a few bytes.
+var chunkBuffers = sync.Pool{New: func() any {
+	b := make([]byte, 0, nativeChunkBytes+4096)
+	return &b
+}}
+
+// writeNative writes blk to w in ClickHouse's Native format, the engine's
+// own columnar layout: the column and row counts, then for each column its
+// name, its type and its data — fixed-width values as little-endian bytes,
+// strings as a length and their bytes, arrays as cumulative end offsets
+// (outermost first) followed by every element, a Nullable's NULL map
+// before its values. A chsql.Block holds its columns in that layout
+// already, so this is little more than copies; parsing the same rows from
+// JSON cost four times the CPU of the insert itself (docs/performance.md).
+// It writes out what it has encoded each time that reaches chunk bytes.
 //
 // A column's type is its chsql.Type: a column the table declares
 // LowCardinality(String) arrives as String, which the engine converts.
-func appendNative(b []byte, blk *chsql.Block) []byte {
-	b = binary.AppendUvarint(b, uint64(len(blk.Columns)))
-	b = binary.AppendUvarint(b, uint64(blk.Rows))
+func writeNative(w io.Writer, blk *chsql.Block, chunk int) error {
+	buf := chunkBuffers.Get().(*[]byte)
+	defer chunkBuffers.Put(buf)
+	e := nativeEncoder{w: w, b: (*buf)[:0], chunk: chunk}
+	defer func() { *buf = e.b[:0] }()
+	e.b = binary.AppendUvarint(e.b, uint64(len(blk.Columns)))
+	e.b = binary.AppendUvarint(e.b, uint64(blk.Rows))
 	for i := range blk.Columns {
 		c := &blk.Columns[i]
-		b = appendNativeString(b, c.Name)
-		b = appendNativeString(b, c.Type.String())
-		b = append(b, c.Nulls...)
-		b = appendUint64s(b, c.Offsets)
-		b = appendUint64s(b, c.Inner)
+		e.string(c.Name)
+		e.string(c.Type.String())
+		e.bytes(c.Nulls)
+		e.uint64s(c.Offsets)
+		e.uint64s(c.Inner)
 		// Only the buffer of the column's element type holds values.
 		for _, s := range c.Strings {
-			b = appendNativeString(b, s)
+			e.string(s)
 		}
 		for _, v := range c.Int8s {
-			b = append(b, byte(v))
+			e.b = append(e.b, byte(v))
+			e.spill()
 		}
-		b = append(b, c.UInt8s...)
+		e.bytes(c.UInt8s)
 		for _, v := range c.UInt32s {
-			b = binary.LittleEndian.AppendUint32(b, v)
+			e.b = binary.LittleEndian.AppendUint32(e.b, v)
+			e.spill()
 		}
-		b = appendUint64s(b, c.UInt64s)
+		e.uint64s(c.UInt64s)
 		for _, v := range c.Float64s {
-			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
+			e.b = binary.LittleEndian.AppendUint64(e.b, math.Float64bits(v))
+			e.spill()
 		}
 	}
-	return b
+	e.flush()
+	return e.err
 }
 
-func appendUint64s(b []byte, vs []uint64) []byte {
-	for _, v := range vs {
-		b = binary.LittleEndian.AppendUint64(b, v)
+// nativeEncoder is writeNative's buffer and where it goes. After a failed
+// write it keeps encoding into the buffer, discarded, and reports the
+// first error at the end.
+type nativeEncoder struct {
+	w     io.Writer
+	b     []byte
+	chunk int
+	err   error
+}
+
+// spill writes the buffer out once it holds chunk bytes.
+func (e *nativeEncoder) spill() {
+	if len(e.b) >= e.chunk {
+		e.flush()
 	}
-	return b
 }
 
-func appendNativeString(b []byte, s string) []byte {
-	b = binary.AppendUvarint(b, uint64(len(s)))
-	return append(b, s...)
+func (e *nativeEncoder) flush() {
+	if e.err == nil && len(e.b) > 0 {
+		_, e.err = e.w.Write(e.b)
+	}
+	e.b = e.b[:0]
+}
+
+func (e *nativeEncoder) string(s string) {
+	e.b = binary.AppendUvarint(e.b, uint64(len(s)))
+	e.b = append(e.b, s...)
+	e.spill()
+}
+
+func (e *nativeEncoder) bytes(vs []byte) {
+	for len(vs) > 0 {
+		n := min(len(vs), max(e.chunk-len(e.b), 1))
+		e.b = append(e.b, vs[:n]...)
+		vs = vs[n:]
+		e.spill()
+	}
+}
+
+func (e *nativeEncoder) uint64s(vs []uint64) {
+	for _, v := range vs {
+		e.b = binary.LittleEndian.AppendUint64(e.b, v)
+		e.spill()
+	}
 }

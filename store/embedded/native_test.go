@@ -1,7 +1,9 @@
 package embedded
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -133,13 +135,41 @@ func TestNativeBlockMatchesEngine(t *testing.T) {
 		types = append(types, c.Type)
 	}
 	require.ElementsMatch(t, chsql.Types(), types, "the block has a column of every type")
-	buf := appendNative(nil, blk)
-	require.Equal(t, want, buf)
+	// Written whole, and in chunks of every size that splits a value.
+	for _, chunk := range []int{nativeChunkBytes, 1, 7, 64} {
+		var buf bytes.Buffer
+		require.NoError(t, writeNative(&buf, blk, chunk))
+		require.Equal(t, want, buf.Bytes(), "chunks of %d bytes", chunk)
+	}
 
-	// A reset block and a reused buffer start empty.
+	// A reset block encodes from empty.
 	blk.Reset()
 	nativeRows(blk)
-	require.Equal(t, want, appendNative(buf[:0], blk))
+	var buf bytes.Buffer
+	require.NoError(t, writeNative(&buf, blk, nativeChunkBytes))
+	require.Equal(t, want, buf.Bytes())
+}
+
+// TestNativeWriteError reports the first failed write, and writes nothing
+// after it.
+func TestNativeWriteError(t *testing.T) {
+	w := &failingWriter{after: 2}
+	err := writeNative(w, nativeBlock(), 16)
+	require.ErrorIs(t, err, errWriteFailed)
+	require.Equal(t, 3, w.calls, "two writes and the one that failed")
+}
+
+var errWriteFailed = errors.New("write failed")
+
+// failingWriter accepts after writes, then fails every one.
+type failingWriter struct{ after, calls int }
+
+func (w *failingWriter) Write(p []byte) (int, error) {
+	w.calls++
+	if w.calls > w.after {
+		return 0, errWriteFailed
+	}
+	return len(p), nil
 }
 
 // TestNativeInsertRoundTrip inserts the rows through Insert and reads them
