@@ -98,6 +98,15 @@ func (e *nativeEncoder) flush() {
 
 func (e *nativeEncoder) string(s string) {
 	e.b = binary.AppendUvarint(e.b, uint64(len(s)))
+	if len(s) > e.chunk {
+		// Written as it is rather than grow the (pooled) buffer to
+		// hold it.
+		e.flush()
+		if e.err == nil {
+			_, e.err = io.WriteString(e.w, s)
+		}
+		return
+	}
 	e.b = append(e.b, s...)
 	e.spill()
 }
