@@ -124,6 +124,9 @@ func newMetrics(reg prometheus.Registerer, p *Pipeline) (*metrics, error) {
 	pendingSpans := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "budgetd_analysis_pending_spans", Help: "Spans waiting in assembly.",
 	}, func() float64 { _, s := p.pending(); return float64(s) })
+	analysing := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "budgetd_analysis_analysing_spans", Help: "Spans taken from assembly whose analysis is not yet written (the rounds in progress).",
+	}, func() float64 { return float64(p.analysing.Load()) })
 	pendingBytes := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "budgetd_analysis_pending_bytes", Help: "Bytes of the spans waiting in assembly (analyze.assembly.max_bytes bounds them).",
 	}, func() float64 { return float64(p.heldBytes()) })
@@ -131,7 +134,7 @@ func newMetrics(reg prometheus.Registerer, p *Pipeline) (*metrics, error) {
 		return func() float64 { return f(p.analyzer.Counters()) }
 	}
 	collectors := []prometheus.Collector{m.byService, m.orphaned, m.amplified, m.traces, m.skews, m.findings, m.writeErrors, m.refused, m.readErrors, m.findingsCountedOnly, m.inferred, m.holding,
-		m.replicas, m.badStates, reopened, pendingTraces, pendingSpans, pendingBytes}
+		m.replicas, m.badStates, reopened, pendingTraces, pendingSpans, analysing, pendingBytes}
 	collectors = append(collectors, dropped...)
 	for _, t := range []struct {
 		table         string

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -96,6 +97,10 @@ type Pipeline struct {
 	// roundSpans is the most spans one analysis round takes
 	// (maxAnalysisSpans; tests lower it).
 	roundSpans int
+	// analysing is how many spans process has taken from asm and not yet
+	// written the analysis of: with asm's pending spans, the analysis's
+	// whole backlog (budgetd_analysis_analysing_spans).
+	analysing atomic.Int64
 
 	// edgeMu serialises edge evaluations and guards edges, the edge
 	// findings of the last one (distinct.go).
@@ -240,7 +245,15 @@ func (p *Pipeline) process(ctx context.Context, flush bool) error {
 	now := p.now()
 	p.mu.Lock()
 	due := p.asm.Ready(now, flush)
+	taken := 0
+	for _, tr := range due {
+		taken += tr.Len()
+	}
+	// Counted before the lock is let go, so no moment shows the spans
+	// neither pending nor analysing.
+	p.analysing.Add(int64(taken))
 	p.mu.Unlock()
+	defer func() { p.analysing.Add(-int64(taken)) }()
 	for len(due) > 0 {
 		n, spans := 0, 0
 		for n < len(due) && (n == 0 || spans+due[n].Len() <= p.roundSpans) {
@@ -250,6 +263,8 @@ func (p *Pipeline) process(ctx context.Context, flush bool) error {
 		if err := p.analyse(ctx, now, due[:n]); err != nil {
 			return err
 		}
+		p.analysing.Add(-int64(spans))
+		taken -= spans
 		// Drop the round's spans so they can be collected while the
 		// next round runs; the next round's are unpacked only then
 		// (analyze.Assembled.Spans).

@@ -614,27 +614,36 @@ func TestReplicasShareEdgeStatistics(t *testing.T) {
 	require.Equal(t, want[0].Evidence, page.Findings[0].Evidence, "the evidence of one node that saw every call")
 }
 
-// hopWrites is the real store, with the sizes of its hop writes recorded.
+// hopWrites is the real store, with the sizes of its hop writes recorded
+// and, with analysing set, the analysis backlog each write saw.
 type hopWrites struct {
 	*chsql.Store
-	mu    sync.Mutex
-	sizes []int
+	mu        sync.Mutex
+	sizes     []int
+	analysing func() float64
+	backlogs  []float64
 }
 
 func (h *hopWrites) WriteHops(ctx context.Context, token string, hops []schema.Hop) error {
 	h.mu.Lock()
 	h.sizes = append(h.sizes, len(hops))
+	if h.analysing != nil {
+		h.backlogs = append(h.backlogs, h.analysing())
+	}
 	h.mu.Unlock()
 	return h.Store.WriteHops(ctx, token, hops)
 }
 
 // TestAnalysisInRounds: traces due at once are analysed in rounds of at
 // most roundSpans spans (a trace larger than that alone), every trace is
-// analysed once, and the findings are those of the offline analysis.
+// analysed once, and the findings are those of the offline analysis. The
+// analysing gauge shows the spans taken and not yet written: all of them
+// before the first round's write, none once the last is stored.
 func TestAnalysisInRounds(t *testing.T) {
 	s := &hopWrites{Store: openStore(t, "pipeline_rounds")}
 	clock := time.Unix(1_800_000_000, 0)
-	p, err := New(DefaultConfig(), Settings{Store: s, Analyzer: analyze.New(analyze.DefaultConfig()), Registerer: prometheus.NewRegistry(),
+	reg := prometheus.NewRegistry()
+	p, err := New(DefaultConfig(), Settings{Store: s, Analyzer: analyze.New(analyze.DefaultConfig()), Registerer: reg,
 		Now: func() time.Time { return clock }})
 	require.NoError(t, err)
 	fixtures := []string{"seed000_independent_timeouts", "timeout_inversion_positive", "orphaned_work_positive", "retry_amplification_positive"}
@@ -651,6 +660,8 @@ func TestAnalysisInRounds(t *testing.T) {
 	}
 	require.Len(t, perTrace, len(fixtures), "one trace per fixture")
 	p.roundSpans = slices.Max(slices.Collect(maps.Values(perTrace)))
+	analysing := func() float64 { return gaugeSeries(t, reg, "budgetd_analysis_analysing_spans")["//"] }
+	s.analysing = analysing
 	require.NoError(t, s.WriteSpans(context.Background(), "in", spans))
 	p.Spans(spans)
 	clock = clock.Add(DefaultConfig().Assembly.Idle)
@@ -663,6 +674,12 @@ func TestAnalysisInRounds(t *testing.T) {
 		total += n
 	}
 	require.Equal(t, len(spans), total, "every span analysed once")
+	written := 0
+	for i, n := range s.sizes {
+		require.EqualValues(t, len(spans)-written, s.backlogs[i], "round %d: the spans of this round and the rounds after it", i)
+		written += n
+	}
+	require.Zero(t, analysing(), "all written")
 	require.EqualValues(t, len(perTrace), testutil.ToFloat64(p.metrics.traces))
 	require.Equal(t, want, storedIDs(t, s))
 }

@@ -56,7 +56,8 @@ func TestDrainCountsInTheRateAndTheCPU(t *testing.T) {
 // TestMeasureWindowHoldsTheSpansItStored runs budgetd briefly: the
 // measured window starts once the warmup's spans are stored and ends once
 // the load's are, so the spans stored in it are exactly those the load got
-// acknowledged, and its CPU is theirs.
+// acknowledged, and its CPU is theirs: read once their analysis is written
+// too, so nothing is left in assembly or in an analysis round.
 func TestMeasureWindowHoldsTheSpansItStored(t *testing.T) {
 	dir := t.TempDir()
 	bin := proctest.BuildBudgetd(t)
@@ -72,6 +73,14 @@ func TestMeasureWindowHoldsTheSpansItStored(t *testing.T) {
 	require.EqualValues(t, r.res.Spans, r.stored, "stored in the window = acknowledged by the load")
 	require.Positive(t, r.cpu)
 	require.LessOrEqual(t, r.sustained(), r.res.SpansPerSecond())
+	for _, gauge := range []string{"budgetd_analysis_pending_spans", "budgetd_analysis_analysing_spans"} {
+		held, err := bench.Metric(ctx, target.API, gauge)
+		require.NoError(t, err)
+		require.Zero(t, held, gauge)
+	}
+	analysed, err := bench.Metric(ctx, target.API, "budgetd_analysis_traces_total")
+	require.NoError(t, err)
+	require.Positive(t, analysed)
 }
 
 // TestQueryEnginesRefusesAnUnknownEngine: a misspelt -query-engines fails
