@@ -304,9 +304,9 @@ func rowOf(rows []row, name string) (row, bool) {
 // analysis has also written what it took of those spans (assembly holds a
 // trace until it has been idle, analyze.assembly.idle): read at the
 // stored mark it left out the analysis of the load's last idle period and
-// counted the warmup's instead, 10–14 % less than the spans cost. With a
-// profile path prefix it also records budgetd's CPU profile over the load
-// (prefix.cpu.pprof) and its heap at the end of the load
+// counted the warmup's instead (docs/performance.md, Round 2's step 35).
+// With a profile path prefix it also records budgetd's CPU profile over
+// the load (prefix.cpu.pprof) and its heap at the end of the load
 // (prefix.heap.pprof).
 func measure(ctx context.Context, t *bench.Target, load *bench.Load, spansPer, clients int, warmup, duration time.Duration, profile string) (row, error) {
 	warm, err := bench.Drive(ctx, t.Endpoint, load, spansPer, clients, 0, warmup)
