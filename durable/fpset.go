@@ -1,15 +1,30 @@
 package durable
 
+import (
+	"runtime"
+	"sync/atomic"
+	"syscall"
+	"unsafe"
+)
+
 // fpSet is a set of span fingerprints in one flat table with linear
 // probing. Go's map spends about 38 bytes per uint64 key at the sizes
 // deduplication holds (millions), and a lookup that misses — every fresh
 // span, in every generation — walks a directory, a table and a group; here
 // an entry is 8 bytes at a load between 3/8 and 3/4 (11–21 bytes a
 // fingerprint), and a miss reads one or two cache lines.
+//
+// The table is mapped from the OS outside Go's heap (fpMapping). A full
+// dedup window holds millions of fingerprints — 128 MB of a 305 MB live
+// heap after five minutes at 35k spans a second — and Go's collector lets
+// its heap grow to twice what is live, so in the heap they cost twice
+// their size in RSS; mapped, once (docs/performance.md, Round 2's steps 36
+// and 37).
 type fpSet struct {
 	slots []uint64 // 0 is an empty slot; a fingerprint 0 is kept as 1
 	n     int
-	shift uint // 64 - log2(len(slots))
+	shift uint       // 64 - log2(len(slots))
+	mem   *fpMapping // what slots is mapped in
 }
 
 // fpSetMinSlots is the table's first size.
@@ -17,7 +32,10 @@ const fpSetMinSlots = 1024
 
 // newFPSet returns a set sized for n fingerprints without growing.
 func newFPSet(n int) *fpSet {
-	s := &fpSet{}
+	s := &fpSet{mem: &fpMapping{}}
+	// The mapping goes back to the OS with the set: a generation that
+	// ages out is simply dropped, as a heap table would be.
+	runtime.AddCleanup(s, (*fpMapping).unmap, s.mem)
 	size := fpSetMinSlots
 	for 3*size < 4*n {
 		size *= 2
@@ -97,7 +115,14 @@ func (s *fpSet) home(fp uint64) int {
 // two).
 func (s *fpSet) resize(size int) {
 	old := s.slots
-	s.slots = make([]uint64, size)
+	next := &fpMapping{}
+	s.slots = next.slots(size)
+	defer func() {
+		// The old table is read up to here; then its mapping is
+		// released and the set's mapping is the new one.
+		s.mem.unmap()
+		s.mem.b, s.mem.heap = next.b, next.heap
+	}()
 	s.shift = 64
 	for n := size; n > 1; n >>= 1 {
 		s.shift--
@@ -122,4 +147,35 @@ func nonZero(fp uint64) uint64 {
 		return 1
 	}
 	return fp
+}
+
+// fpMapping is memory of an fpSet's table mapped from the OS: zeroed, as
+// an empty table is, and not Go's to scan, count or collect. Where the OS
+// refuses a mapping the table is taken from Go's heap instead.
+type fpMapping struct {
+	b    []byte   // the mapping; nil for none or a table in the heap
+	heap []uint64 // the table when it could not be mapped
+}
+
+// fpMappedBytes is the memory of every fpSet table mapped now.
+var fpMappedBytes atomic.Int64
+
+// slots maps a table of size slots.
+func (m *fpMapping) slots(size int) []uint64 {
+	b, err := syscall.Mmap(-1, 0, size*8, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	if err != nil {
+		m.heap = make([]uint64, size)
+		return m.heap
+	}
+	m.b = b
+	fpMappedBytes.Add(int64(len(b)))
+	return unsafe.Slice((*uint64)(unsafe.Pointer(&b[0])), size)
+}
+
+// unmap gives the mapping back; nothing may read the table after.
+func (m *fpMapping) unmap() {
+	if m.b != nil && syscall.Munmap(m.b) == nil {
+		fpMappedBytes.Add(-int64(len(m.b)))
+	}
+	m.b, m.heap = nil, nil
 }

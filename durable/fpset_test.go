@@ -2,7 +2,9 @@ package durable
 
 import (
 	"math/rand/v2"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -70,4 +72,52 @@ func TestNewFPSetHoldsItsSize(t *testing.T) {
 		s.Add(fp)
 	}
 	require.Equal(t, size, len(s.slots))
+}
+
+// TestFPSetTableIsOutsideTheHeap: a million fingerprints take their table
+// from a mapping, not from Go's heap (where the collector would let twice
+// their size build up), and every add and lookup sees it.
+func TestFPSetTableIsOutsideTheHeap(t *testing.T) {
+	const n = 1_000_000
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	mapped := fpMappedBytes.Load()
+	s := newFPSet(0)
+	rng := rand.New(rand.NewPCG(1, 2))
+	fps := make([]uint64, n)
+	for i := range fps {
+		fps[i] = rng.Uint64()
+		require.True(t, s.Add(fps[i]))
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	for _, fp := range fps {
+		require.True(t, s.Has(fp))
+	}
+	require.Equal(t, n, s.Len())
+	require.GreaterOrEqual(t, fpMappedBytes.Load()-mapped, int64(8*n), "the table is mapped")
+	// fps itself is 8 MB of heap; the table would be 16 MB more.
+	require.Less(t, int64(after.HeapAlloc)-int64(before.HeapAlloc), int64(8*n+4<<20), "the table is not in Go's heap")
+	runtime.KeepAlive(s)
+}
+
+// TestFPSetMappingIsReleased: a table a set outgrew goes back to the OS
+// at once, and the table of a set nothing refers to any more once it is
+// collected (a generation that ages out is simply dropped).
+func TestFPSetMappingIsReleased(t *testing.T) {
+	unmappedAll := func() bool {
+		runtime.GC()
+		return fpMappedBytes.Load() == 0
+	}
+	require.Eventually(t, unmappedAll, time.Minute, 10*time.Millisecond, "the earlier tests' sets are released")
+	func() {
+		s := newFPSet(0)
+		for fp := range uint64(100_000) {
+			s.Add(fp + 1)
+			require.Equal(t, int64(8*len(s.slots)), fpMappedBytes.Load(), "only the set's current table is mapped")
+		}
+		require.Greater(t, len(s.slots), fpSetMinSlots, "the set grew")
+	}()
+	require.Eventually(t, unmappedAll, time.Minute, 10*time.Millisecond, "the dropped set's table is released")
 }

@@ -28,9 +28,25 @@ type DedupConfig struct {
 	// default).
 	Window time.Duration `yaml:"window"`
 	// MaxSpans bounds the spans remembered (11–21 bytes each in
-	// memory, 8 on disk). Past it the oldest are forgotten early, which
-	// shortens the window (budgetd_ingest_dedup_window_seconds).
+	// memory mapped outside Go's heap, budgetd_ingest_dedup_bytes; 8 on
+	// disk). Past it the oldest are forgotten early, which shortens the
+	// window (budgetd_ingest_dedup_window_seconds).
 	MaxSpans int `yaml:"max_spans"`
+}
+
+// fpBytesPerSpan is what a remembered span takes in the fingerprint
+// tables as they usually fill (BenchmarkSeenSpansRecord: 16.8 bytes; 11–21
+// by the tables' load).
+const fpBytesPerSpan = 17
+
+// TableBytes is what the fingerprint tables take with max_spans spans
+// remembered: memory mapped outside Go's heap (fpMapping), which Go's
+// memory limit leaves room for (memlimit.Bounds.Dedup).
+func (c DedupConfig) TableBytes() int64 {
+	if c.Window <= 0 {
+		return 0
+	}
+	return int64(c.MaxSpans) * fpBytesPerSpan
 }
 
 // seenGenerations splits the window: a generation is forgotten whole.
@@ -80,7 +96,10 @@ func newSeenSpans(cfg DedupConfig, dir string, set Settings, now func() time.Tim
 		window: prometheus.NewGauge(prometheus.GaugeOpts{Name: "budgetd_ingest_dedup_window_seconds",
 			Help: "How far back resends are recognised now: ingest.durability.dedup.window, less when max_spans made budgetd forget early."}),
 	}
-	for _, c := range []prometheus.Collector{s.dups, s.remembered, s.window} {
+	tables := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "budgetd_ingest_dedup_bytes",
+		Help: "Memory of the tables remembering accepted spans (outside Go's heap; 11–21 bytes a span)."},
+		func() float64 { return float64(s.tableBytes()) })
+	for _, c := range []prometheus.Collector{s.dups, s.remembered, s.window, tables} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register dedup metrics: %w", err)
 		}
@@ -99,6 +118,17 @@ func newSeenSpans(cfg DedupConfig, dir string, set Settings, now func() time.Tim
 		return nil, err
 	}
 	return s, nil
+}
+
+// tableBytes is the memory of the generations' fingerprint tables.
+func (s *seenSpans) tableBytes() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, g := range s.gens {
+		n += 8 * len(g.set.slots)
+	}
+	return n
 }
 
 // fingerprint is FNV-1a over the trace and span ids: stable across

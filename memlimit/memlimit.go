@@ -41,6 +41,10 @@ type Bounds struct {
 	// Batch is ingest.durability.wal.batch_bytes: one batch being built
 	// and one being inserted.
 	Batch int64
+	// Dedup is what the dedup window's fingerprint tables take when full
+	// (durable.DedupConfig.TableBytes). They are mapped outside Go's heap,
+	// so they come out of the machine's share rather than into the limit.
+	Dedup int64
 }
 
 // Choice is the limit chosen and why.
@@ -70,9 +74,16 @@ func Choose(env string, configured int64, b Bounds, machine int64) Choice {
 	c := Choice{Bytes: sum, Source: "derived", Why: fmt.Sprintf(
 		"analyze.assembly.max_bytes %s + ingest.max_in_flight_bytes %s + 2 × ingest.durability.wal.batch_bytes %s + %s",
 		mib(b.Assembly), mib(b.InFlight), mib(b.Batch), mib(BaseBytes))}
-	if limit := int64(float64(machine) * MachineShare); machine > 0 && limit < sum {
+	share := int64(float64(machine) * MachineShare)
+	// A dedup window too large for the machine still leaves Go half its
+	// share: a limit near zero would have it collect without pause.
+	limit := max(share-b.Dedup, share/2)
+	if machine > 0 && limit < sum {
 		c.Bytes = limit
 		c.Why += fmt.Sprintf(", capped at %.0f %% of the %s the process may use", 100*MachineShare, mib(machine))
+		if b.Dedup > 0 {
+			c.Why += fmt.Sprintf(" less the dedup tables' %s", mib(share-limit))
+		}
 	}
 	return c
 }

@@ -26,12 +26,23 @@ func TestChoose(t *testing.T) {
 			Why: "analyze.assembly.max_bytes 1024 MiB + ingest.max_in_flight_bytes 128 MiB + 2 × ingest.durability.wal.batch_bytes 64 MiB + 512 MiB"}},
 		{"derived, capped by a small container", "", 0, 2 * gib, Choice{Bytes: 3 * gib / 2, Source: "derived",
 			Why: "analyze.assembly.max_bytes 1024 MiB + ingest.max_in_flight_bytes 128 MiB + 2 × ingest.durability.wal.batch_bytes 64 MiB + 512 MiB, capped at 75 % of the 2048 MiB the process may use"}},
+		{"derived, capped less the dedup tables", "", 0, 2 * gib, Choice{Bytes: 3*gib/2 - 128<<20, Source: "derived",
+			Why: "analyze.assembly.max_bytes 1024 MiB + ingest.max_in_flight_bytes 128 MiB + 2 × ingest.durability.wal.batch_bytes 64 MiB + 512 MiB, capped at 75 % of the 2048 MiB the process may use less the dedup tables' 128 MiB"}},
+		{"derived, capped, a dedup window too large for the machine", "", 0, 2 * gib, Choice{Bytes: 3 * gib / 4, Source: "derived",
+			Why: "analyze.assembly.max_bytes 1024 MiB + ingest.max_in_flight_bytes 128 MiB + 2 × ingest.durability.wal.batch_bytes 64 MiB + 512 MiB, capped at 75 % of the 2048 MiB the process may use less the dedup tables' 768 MiB"}},
 		{"derived, machine unknown", "", 0, 0, Choice{Bytes: gib + 128<<20 + 2*64<<20 + BaseBytes, Source: "derived",
 			Why: "analyze.assembly.max_bytes 1024 MiB + ingest.max_in_flight_bytes 128 MiB + 2 × ingest.durability.wal.batch_bytes 64 MiB + 512 MiB"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			require.Equal(t, tt.want, Choose(tt.env, tt.configured, defaults, tt.machine))
+			b := defaults
+			switch tt.name {
+			case "derived, capped less the dedup tables":
+				b.Dedup = 128 << 20
+			case "derived, capped, a dedup window too large for the machine":
+				b.Dedup = 2 * gib
+			}
+			require.Equal(t, tt.want, Choose(tt.env, tt.configured, b, tt.machine))
 		})
 	}
 }

@@ -107,6 +107,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Assembly: cfg.Analyze.Stream.Assembly.MaxBytes,
 		InFlight: cfg.Ingest.Server.MaxInFlightBytes,
 		Batch:    int64(cfg.Ingest.Durability.WAL.BatchBytes),
+		Dedup:    cfg.Ingest.Durability.Dedup.TableBytes(),
 	}, memlimit.MachineBytes())
 	previous := memlimit.Apply(limit)
 	defer memlimit.Apply(memlimit.Choice{Bytes: previous, Source: "restore"}) // serve runs in process in tests
