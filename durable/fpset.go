@@ -117,12 +117,6 @@ func (s *fpSet) resize(size int) {
 	old := s.slots
 	next := &fpMapping{}
 	s.slots = next.slots(size)
-	defer func() {
-		// The old table is read up to here; then its mapping is
-		// released and the set's mapping is the new one.
-		s.mem.unmap()
-		s.mem.b, s.mem.heap = next.b, next.heap
-	}()
 	s.shift = 64
 	for n := size; n > 1; n >>= 1 {
 		s.shift--
@@ -138,6 +132,10 @@ func (s *fpSet) resize(size int) {
 		}
 		s.slots[i] = fp
 	}
+	// The old table has been read: its mapping goes, the new one is the
+	// set's (the same fpMapping, which the set's cleanup holds).
+	s.mem.unmap()
+	*s.mem = *next
 }
 
 // nonZero keeps fingerprint 0 as 1, since 0 marks an empty slot. The two
@@ -151,10 +149,10 @@ func nonZero(fp uint64) uint64 {
 
 // fpMapping is memory of an fpSet's table mapped from the OS: zeroed, as
 // an empty table is, and not Go's to scan, count or collect. Where the OS
-// refuses a mapping the table is taken from Go's heap instead.
+// refuses a mapping the table is taken from Go's heap instead (the set's
+// slots then keep it alive, and there is nothing to unmap).
 type fpMapping struct {
-	b    []byte   // the mapping; nil for none or a table in the heap
-	heap []uint64 // the table when it could not be mapped
+	b []byte // the mapping; nil for none or a table in the heap
 }
 
 // fpMappedBytes is the memory of every fpSet table mapped now.
@@ -164,8 +162,7 @@ var fpMappedBytes atomic.Int64
 func (m *fpMapping) slots(size int) []uint64 {
 	b, err := syscall.Mmap(-1, 0, size*8, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
 	if err != nil {
-		m.heap = make([]uint64, size)
-		return m.heap
+		return make([]uint64, size)
 	}
 	m.b = b
 	fpMappedBytes.Add(int64(len(b)))
@@ -177,5 +174,5 @@ func (m *fpMapping) unmap() {
 	if m.b != nil && syscall.Munmap(m.b) == nil {
 		fpMappedBytes.Add(-int64(len(m.b)))
 	}
-	m.b, m.heap = nil, nil
+	m.b = nil
 }

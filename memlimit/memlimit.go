@@ -82,7 +82,7 @@ func Choose(env string, configured int64, b Bounds, machine int64) Choice {
 		c.Bytes = limit
 		c.Why += fmt.Sprintf(", capped at %.0f %% of the %s the process may use", 100*MachineShare, mib(machine))
 		if b.Dedup > 0 {
-			c.Why += fmt.Sprintf(" less the dedup tables' %s", mib(share-limit))
+			c.Why += fmt.Sprintf(" less %s for the dedup tables", mib(share-limit))
 		}
 	}
 	return c

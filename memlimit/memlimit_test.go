@@ -17,31 +17,27 @@ func TestChoose(t *testing.T) {
 		env        string
 		configured int64
 		machine    int64
+		dedup      int64 // Bounds.Dedup
 		want       Choice
 	}{
-		{"the environment wins", "700MiB", 2 * gib, 24 * gib, Choice{Source: "GOMEMLIMIT", Why: "set in the environment: 700MiB"}},
-		{"explicit", "", gib, 24 * gib, Choice{Bytes: gib, Source: "memory.go_limit_bytes"}},
-		{"none", "", -1, 24 * gib, Choice{Bytes: math.MaxInt64, Source: "memory.go_limit_bytes", Why: "-1: no limit"}},
-		{"derived from the bounds", "", 0, 24 * gib, Choice{Bytes: gib + 128<<20 + 2*64<<20 + BaseBytes, Source: "derived",
+		{"the environment wins", "700MiB", 2 * gib, 24 * gib, 0, Choice{Source: "GOMEMLIMIT", Why: "set in the environment: 700MiB"}},
+		{"explicit", "", gib, 24 * gib, 0, Choice{Bytes: gib, Source: "memory.go_limit_bytes"}},
+		{"none", "", -1, 24 * gib, 0, Choice{Bytes: math.MaxInt64, Source: "memory.go_limit_bytes", Why: "-1: no limit"}},
+		{"derived from the bounds", "", 0, 24 * gib, 0, Choice{Bytes: gib + 128<<20 + 2*64<<20 + BaseBytes, Source: "derived",
 			Why: "analyze.assembly.max_bytes 1024 MiB + ingest.max_in_flight_bytes 128 MiB + 2 × ingest.durability.wal.batch_bytes 64 MiB + 512 MiB"}},
-		{"derived, capped by a small container", "", 0, 2 * gib, Choice{Bytes: 3 * gib / 2, Source: "derived",
+		{"derived, capped by a small container", "", 0, 2 * gib, 0, Choice{Bytes: 3 * gib / 2, Source: "derived",
 			Why: "analyze.assembly.max_bytes 1024 MiB + ingest.max_in_flight_bytes 128 MiB + 2 × ingest.durability.wal.batch_bytes 64 MiB + 512 MiB, capped at 75 % of the 2048 MiB the process may use"}},
-		{"derived, capped less the dedup tables", "", 0, 2 * gib, Choice{Bytes: 3*gib/2 - 128<<20, Source: "derived",
-			Why: "analyze.assembly.max_bytes 1024 MiB + ingest.max_in_flight_bytes 128 MiB + 2 × ingest.durability.wal.batch_bytes 64 MiB + 512 MiB, capped at 75 % of the 2048 MiB the process may use less the dedup tables' 128 MiB"}},
-		{"derived, capped, a dedup window too large for the machine", "", 0, 2 * gib, Choice{Bytes: 3 * gib / 4, Source: "derived",
-			Why: "analyze.assembly.max_bytes 1024 MiB + ingest.max_in_flight_bytes 128 MiB + 2 × ingest.durability.wal.batch_bytes 64 MiB + 512 MiB, capped at 75 % of the 2048 MiB the process may use less the dedup tables' 768 MiB"}},
-		{"derived, machine unknown", "", 0, 0, Choice{Bytes: gib + 128<<20 + 2*64<<20 + BaseBytes, Source: "derived",
+		{"derived, capped less the dedup tables", "", 0, 2 * gib, 128 << 20, Choice{Bytes: 3*gib/2 - 128<<20, Source: "derived",
+			Why: "analyze.assembly.max_bytes 1024 MiB + ingest.max_in_flight_bytes 128 MiB + 2 × ingest.durability.wal.batch_bytes 64 MiB + 512 MiB, capped at 75 % of the 2048 MiB the process may use less 128 MiB for the dedup tables"}},
+		{"derived, capped, a dedup window too large for the machine", "", 0, 2 * gib, 2 * gib, Choice{Bytes: 3 * gib / 4, Source: "derived",
+			Why: "analyze.assembly.max_bytes 1024 MiB + ingest.max_in_flight_bytes 128 MiB + 2 × ingest.durability.wal.batch_bytes 64 MiB + 512 MiB, capped at 75 % of the 2048 MiB the process may use less 768 MiB for the dedup tables"}},
+		{"derived, machine unknown", "", 0, 0, 0, Choice{Bytes: gib + 128<<20 + 2*64<<20 + BaseBytes, Source: "derived",
 			Why: "analyze.assembly.max_bytes 1024 MiB + ingest.max_in_flight_bytes 128 MiB + 2 × ingest.durability.wal.batch_bytes 64 MiB + 512 MiB"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b := defaults
-			switch tt.name {
-			case "derived, capped less the dedup tables":
-				b.Dedup = 128 << 20
-			case "derived, capped, a dedup window too large for the machine":
-				b.Dedup = 2 * gib
-			}
+			b.Dedup = tt.dedup
 			require.Equal(t, tt.want, Choose(tt.env, tt.configured, b, tt.machine))
 		})
 	}

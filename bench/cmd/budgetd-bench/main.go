@@ -408,29 +408,13 @@ func drainLimit(load time.Duration) time.Duration { return 10*load + time.Minute
 // spans carry fresh ids, so each acknowledged span is stored once), at
 // once for a target that is not budgetd.
 func waitStored(ctx context.Context, t *bench.Target, acked int64, limit time.Duration) error {
-	if t.API == "" || t.AckMeansStored {
-		return nil
-	}
-	deadline := time.Now().Add(limit)
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	return poll(ctx, t, limit, func() (bool, error) {
 		stored, err := storedOf(ctx, t)
-		if err != nil {
-			return err
+		if err != nil || stored >= float64(acked) {
+			return true, err
 		}
-		if stored >= float64(acked) {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s stored %.0f of the %d spans it acknowledged within %s", t.Name, stored, acked, limit)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
-		}
-	}
+		return false, fmt.Errorf("%s stored %.0f of the %d spans it acknowledged within %s", t.Name, stored, acked, limit)
+	})
 }
 
 // waitAnalysed returns once budgetd holds no spans for analysis: none in
@@ -439,32 +423,44 @@ func waitStored(ctx context.Context, t *bench.Target, acked int64, limit time.Du
 // two gauges shows neither; once no spans arrive, the next read sees it).
 // At once for a target that is not budgetd.
 func waitAnalysed(ctx context.Context, t *bench.Target, limit time.Duration) error {
+	idle := 0
+	return poll(ctx, t, limit, func() (bool, error) {
+		pending, err := sumMetric(ctx, t, "budgetd_analysis_pending_spans")
+		if err != nil {
+			return true, err
+		}
+		analysing, err := sumMetric(ctx, t, "budgetd_analysis_analysing_spans")
+		if err != nil {
+			return true, err
+		}
+		if held := pending + analysing; held > 0 {
+			idle = 0
+			return false, fmt.Errorf("%s still held %.0f spans for analysis after %s", t.Name, held, limit)
+		}
+		if idle++; idle == 2 {
+			return true, nil
+		}
+		return false, fmt.Errorf("%s held no spans for analysis on only one read within %s", t.Name, limit)
+	})
+}
+
+// poll reads budgetd's state every 200 ms until check is done, returning
+// check's error when it is done with one, or its last error once limit has
+// passed. At once for a target that is not budgetd.
+func poll(ctx context.Context, t *bench.Target, limit time.Duration, check func() (done bool, err error)) error {
 	if t.API == "" || t.AckMeansStored {
 		return nil
 	}
 	deadline := time.Now().Add(limit)
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
-	idle := 0
 	for {
-		pending, err := sumMetric(ctx, t, "budgetd_analysis_pending_spans")
-		if err != nil {
+		done, err := check()
+		if done {
 			return err
-		}
-		analysing, err := sumMetric(ctx, t, "budgetd_analysis_analysing_spans")
-		if err != nil {
-			return err
-		}
-		if pending+analysing == 0 {
-			idle++
-		} else {
-			idle = 0
-		}
-		if idle == 2 {
-			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s still held %.0f spans for analysis after %s", t.Name, pending+analysing, limit)
+			return err
 		}
 		select {
 		case <-ctx.Done():
