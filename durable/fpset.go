@@ -1,6 +1,7 @@
 package durable
 
 import (
+	"math/bits"
 	"runtime"
 	"sync/atomic"
 	"syscall"
@@ -11,8 +12,15 @@ import (
 // probing. Go's map spends about 38 bytes per uint64 key at the sizes
 // deduplication holds (millions), and a lookup that misses — every fresh
 // span, in every generation — walks a directory, a table and a group; here
-// an entry is 8 bytes at a load between 3/8 and 3/4 (11–21 bytes a
-// fingerprint), and a miss reads one or two cache lines.
+// an entry is 8 bytes at a load of at most 3/4, and a miss reads one or two
+// cache lines.
+//
+// The table need not be a power of two long (a fingerprint's home is a
+// multiply-high of its hash by the length), so a set made for n
+// fingerprints takes 4n/3 slots, 10.7 bytes a fingerprint, and a
+// generation that grew by doubling is packed when it closes (Pack): a
+// power-of-two table would be between 3/8 and 3/4 full, 11–21 bytes a
+// fingerprint, 16 on average.
 //
 // The table is mapped from the OS outside Go's heap (fpMapping). A full
 // dedup window holds millions of fingerprints — 128 MB of a 305 MB live
@@ -23,8 +31,10 @@ import (
 type fpSet struct {
 	slots []uint64 // 0 is an empty slot; a fingerprint 0 is kept as 1
 	n     int
-	shift uint       // 64 - log2(len(slots))
 	mem   *fpMapping // what slots is mapped in
+	// touched is the sum of the slots HasEach read ahead: kept only so
+	// the compiler does not drop those reads.
+	touched uint64
 }
 
 // fpSetMinSlots is the table's first size.
@@ -36,12 +46,14 @@ func newFPSet(n int) *fpSet {
 	// The mapping goes back to the OS with the set: a generation that
 	// ages out is simply dropped, as a heap table would be.
 	runtime.AddCleanup(s, (*fpMapping).unmap, s.mem)
-	size := fpSetMinSlots
-	for 3*size < 4*n {
-		size *= 2
-	}
-	s.resize(size)
+	s.resize(slotsFor(n))
 	return s
+}
+
+// slotsFor is the smallest table that holds n fingerprints at a load of at
+// most 3/4.
+func slotsFor(n int) int {
+	return max(fpSetMinSlots, (4*n+2)/3)
 }
 
 // Len is the number of fingerprints in the set.
@@ -51,6 +63,37 @@ func (s *fpSet) Len() int { return s.n }
 func (s *fpSet) Has(fp uint64) bool {
 	_, found := s.find(nonZero(fp))
 	return found
+}
+
+// HasEach sets known[i] for each fps[i] in the set, skipping those known
+// already. It reads the home slot of each of a group of fingerprints
+// before it looks any up: those reads do not depend on each other, so
+// their cache misses are in flight together, and the lookups after them
+// find the slots in cache.
+func (s *fpSet) HasEach(fps []uint64, known []bool) {
+	const group = 16
+	var homes [group]int
+	for lo := 0; lo < len(fps); lo += group {
+		hi := min(lo+group, len(fps))
+		var touched uint64
+		for i := lo; i < hi; i++ {
+			homes[i-lo] = s.home(nonZero(fps[i]))
+			touched += s.slots[homes[i-lo]]
+		}
+		s.touched += touched
+		for i := lo; i < hi; i++ {
+			if known[i] {
+				continue
+			}
+			fp := nonZero(fps[i])
+			for j := homes[i-lo]; s.slots[j] != 0; j = s.next(j) {
+				if s.slots[j] == fp {
+					known[i] = true
+					break
+				}
+			}
+		}
+	}
 }
 
 // Add puts fp in the set; false when it was there already.
@@ -71,13 +114,30 @@ func (s *fpSet) Add(fp uint64) bool {
 // find returns fp's slot, or the empty slot that ends its run. The table
 // always has an empty slot (its load stays at most 3/4), so it ends.
 func (s *fpSet) find(fp uint64) (i int, found bool) {
-	mask := len(s.slots) - 1
-	for i = s.home(fp); s.slots[i] != 0; i = (i + 1) & mask {
+	for i = s.home(fp); s.slots[i] != 0; i = s.next(i) {
 		if s.slots[i] == fp {
 			return i, true
 		}
 	}
 	return i, false
+}
+
+// next is the slot after i, the first after the last.
+func (s *fpSet) next(i int) int {
+	if i++; i == len(s.slots) {
+		return 0
+	}
+	return i
+}
+
+// Pack moves the set into the smallest table that holds it at a load of
+// at most 3/4, when that saves at least an eighth of the table: a
+// generation is packed when it stops taking new spans, since one that
+// outgrew the table it was made with doubled it.
+func (s *fpSet) Pack() {
+	if size := slotsFor(s.n); 8*size <= 7*len(s.slots) {
+		s.resize(size)
+	}
 }
 
 // Remove takes fp out of the set; false when it was not there. The
@@ -89,8 +149,7 @@ func (s *fpSet) Remove(fp uint64) bool {
 	if !found {
 		return false
 	}
-	mask := len(s.slots) - 1
-	for j := (i + 1) & mask; s.slots[j] != 0; j = (j + 1) & mask {
+	for j := s.next(i); s.slots[j] != 0; j = s.next(j) {
 		// The entry at j may fill the hole at i unless its home lies
 		// cyclically in (i, j]: moving it before its home would hide it.
 		h := s.home(s.slots[j])
@@ -105,30 +164,28 @@ func (s *fpSet) Remove(fp uint64) bool {
 	return true
 }
 
-// home is fp's first slot: the top bits of a multiplicative hash, since a
-// fingerprint's low bits (FNV-1a) are mixed less than its high ones.
+// home is fp's first slot: the high word of a multiplicative hash times
+// the table's length, which maps the hash evenly onto any length and reads
+// its top bits, the best mixed (a fingerprint's low bits, FNV-1a's, are
+// mixed less than its high ones).
 func (s *fpSet) home(fp uint64) int {
-	return int((fp * 0x9E3779B97F4A7C15) >> s.shift)
+	hi, _ := bits.Mul64(fp*0x9E3779B97F4A7C15, uint64(len(s.slots)))
+	return int(hi)
 }
 
-// resize moves every fingerprint into a table of size slots (a power of
-// two).
+// resize moves every fingerprint into a table of size slots; size must
+// leave room for them at a load of at most 3/4.
 func (s *fpSet) resize(size int) {
 	old := s.slots
 	next := &fpMapping{}
 	s.slots = next.slots(size)
-	s.shift = 64
-	for n := size; n > 1; n >>= 1 {
-		s.shift--
-	}
-	mask := size - 1
 	for _, fp := range old {
 		if fp == 0 {
 			continue
 		}
 		i := s.home(fp)
 		for s.slots[i] != 0 {
-			i = (i + 1) & mask
+			i = s.next(i)
 		}
 		s.slots[i] = fp
 	}

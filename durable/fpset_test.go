@@ -121,3 +121,54 @@ func TestFPSetMappingIsReleased(t *testing.T) {
 	}()
 	require.Eventually(t, unmappedAll, time.Minute, 10*time.Millisecond, "the dropped set's table is released")
 }
+
+// TestFPSetPack: a set that doubled its table is moved into the smallest
+// one that holds it at a load of at most 3/4, keeping every member and
+// finding no new one; a set that fills its table well is left alone.
+func TestFPSetPack(t *testing.T) {
+	s := newFPSet(0)
+	rng := rand.New(rand.NewPCG(5, 6))
+	fps := make([]uint64, 100_000)
+	for i := range fps {
+		fps[i] = rng.Uint64()
+		s.Add(fps[i])
+	}
+	grown := len(s.slots)
+	s.Pack()
+	require.Less(t, len(s.slots), grown)
+	require.Equal(t, slotsFor(len(fps)), len(s.slots))
+	require.GreaterOrEqual(t, 3*len(s.slots), 4*s.Len(), "load stays at most 3/4")
+	for _, fp := range fps {
+		require.True(t, s.Has(fp))
+	}
+	for range 10_000 {
+		require.False(t, s.Has(rng.Uint64()|1<<63))
+	}
+	packed := len(s.slots)
+	s.Pack()
+	require.Equal(t, packed, len(s.slots), "a packed set is not rebuilt")
+}
+
+// TestFPSetHasEachMatchesHas: the grouped lookup finds what Has finds,
+// over a request longer than a group and not a multiple of it, and leaves
+// a span known already known.
+func TestFPSetHasEachMatchesHas(t *testing.T) {
+	s := newFPSet(0)
+	rng := rand.New(rand.NewPCG(7, 8))
+	fps := make([]uint64, 1000)
+	for i := range fps {
+		fps[i] = rng.Uint64()
+		if i%3 == 0 {
+			s.Add(fps[i])
+		}
+	}
+	fps[5] = 0 // kept as 1
+	s.Add(0)
+	known := make([]bool, len(fps))
+	known[7] = true // not in the set, known from another generation
+	s.HasEach(fps, known)
+	for i, fp := range fps {
+		require.Equal(t, s.Has(fp) || i == 7, known[i], "fingerprint %d", i)
+	}
+	require.True(t, known[5])
+}

@@ -27,7 +27,7 @@ type DedupConfig struct {
 	// senders' retry horizon (the Collector retries for up to 5 minutes by
 	// default).
 	Window time.Duration `yaml:"window"`
-	// MaxSpans bounds the spans remembered (11–21 bytes each in
+	// MaxSpans bounds the spans remembered (about 12 bytes each in
 	// memory mapped outside Go's heap, budgetd_ingest_dedup_bytes; 8 on
 	// disk). Past it the oldest are forgotten early, which shortens the
 	// window (budgetd_ingest_dedup_window_seconds).
@@ -35,9 +35,13 @@ type DedupConfig struct {
 }
 
 // fpBytesPerSpan is what a remembered span takes in the fingerprint
-// tables as they usually fill (BenchmarkSeenSpansRecord: 16.8 bytes; 11–21
-// by the tables' load).
-const fpBytesPerSpan = 17
+// tables, with room for a rising load: 8 bytes a slot at a load of 2/3 in
+// a generation made for an eighth more spans than the one before took (12
+// bytes), 2/3–3/4 in one packed when it closed (10.7–12.2), and down to 3/8
+// (21) in the generation taking new spans just after it doubled its table
+// (TestSeenTablesUnderLoad). Only a window most of whose spans came in
+// one generation's burst takes more than this.
+const fpBytesPerSpan = 14
 
 // TableBytes is what the fingerprint tables take with max_spans spans
 // remembered: memory mapped outside Go's heap (fpMapping), which Go's
@@ -97,7 +101,7 @@ func newSeenSpans(cfg DedupConfig, dir string, set Settings, now func() time.Tim
 			Help: "How far back resends are recognised now: ingest.durability.dedup.window, less when max_spans made budgetd forget early."}),
 	}
 	tables := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "budgetd_ingest_dedup_bytes",
-		Help: "Memory of the tables remembering accepted spans (outside Go's heap; 11–21 bytes a span)."},
+		Help: "Memory of the tables remembering accepted spans (outside Go's heap; about 12 bytes a span)."},
 		func() float64 { return float64(s.tableBytes()) })
 	for _, c := range []prometheus.Collector{s.dups, s.remembered, s.window, tables} {
 		if err := reg.Register(c); err != nil {
@@ -189,18 +193,31 @@ func (s *seenSpans) record(spans []schema.Span) (fresh []schema.Span, fps []uint
 	if err := s.rotate(s.now()); err != nil {
 		return nil, nil, 0, err
 	}
+	all := make([]uint64, len(spans))
+	for i := range spans {
+		all[i] = fingerprint(&spans[i])
+	}
+	// Each closed generation is asked about the whole request at once
+	// (HasEach). A fresh span misses in every generation, each miss a
+	// cache miss: asked together, a request's lookups overlap theirs,
+	// where asked span by span each waited for the one before
+	// (BenchmarkSeenSpansRecordFullWindow).
+	known := make([]bool, len(spans))
+	for _, g := range s.gens[:len(s.gens)-1] {
+		g.set.HasEach(all, known)
+	}
+	// The current generation takes the rest, and knows a span twice in
+	// one request too.
 	cur := s.gens[len(s.gens)-1]
 	fps = make([]uint64, 0, len(spans))
-	for i := range spans {
-		fp := fingerprint(&spans[i])
-		if s.seen(fp) {
+	for i, fp := range all {
+		if known[i] || !cur.set.Add(fp) {
 			if dups == 0 {
 				fresh = append(make([]schema.Span, 0, len(spans)), spans[:i]...)
 			}
 			dups++
 			continue
 		}
-		cur.set.Add(fp)
 		fps = append(fps, fp)
 		if dups > 0 {
 			fresh = append(fresh, spans[i])
@@ -212,15 +229,6 @@ func (s *seenSpans) record(spans []schema.Span) (fresh []schema.Span, fps []uint
 		fresh = spans
 	}
 	return fresh, fps, dups, nil
-}
-
-func (s *seenSpans) seen(fp uint64) bool {
-	for i := len(s.gens) - 1; i >= 0; i-- {
-		if s.gens[i].set.Has(fp) {
-			return true
-		}
-	}
-	return false
 }
 
 // remember adds the spans' fingerprints that are not known yet, and keeps
@@ -277,12 +285,17 @@ func (s *seenSpans) forget(fps []uint64) {
 // forgets the generations out of the window or beyond MaxSpans.
 func (s *seenSpans) rotate(now time.Time) error {
 	if n := len(s.gens); n == 0 || now.Sub(s.gens[n-1].start) >= s.genLen {
-		// Sized for as many spans as the generation before took: under a
-		// steady load the table then never grows, where from the smallest
-		// size it was rebuilt about a dozen times a generation.
+		// Sized for as many spans as the generation before took, and an
+		// eighth more: under a steady load, or one rising by less than an
+		// eighth a generation, the table then never grows, where from the
+		// smallest size it was rebuilt about a dozen times a generation.
+		// The generation before takes no more spans: a table it outgrew
+		// is packed.
 		expect := 0
 		if n > 0 {
-			expect = s.gens[n-1].set.Len()
+			prev := s.gens[n-1].set
+			prev.Pack()
+			expect = prev.Len() + prev.Len()/8
 		}
 		g := &seenGen{start: now, set: newFPSet(expect)}
 		if s.dir != "" {
