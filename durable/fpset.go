@@ -20,7 +20,8 @@ import (
 // fingerprints takes 4n/3 slots, 10.7 bytes a fingerprint, and a
 // generation that grew by doubling is packed when it closes (Pack): a
 // power-of-two table would be between 3/8 and 3/4 full, 11–21 bytes a
-// fingerprint, 16 on average.
+// fingerprint (17.6 over a window under a steady load, against 11.4 now:
+// TestSeenTablesUnderLoad).
 //
 // The table is mapped from the OS outside Go's heap (fpMapping). A full
 // dedup window holds millions of fingerprints — 128 MB of a 305 MB live
@@ -66,31 +67,22 @@ func (s *fpSet) Has(fp uint64) bool {
 }
 
 // HasEach sets known[i] for each fps[i] in the set, skipping those known
-// already. It reads the home slot of each of a group of fingerprints
-// before it looks any up: those reads do not depend on each other, so
-// their cache misses are in flight together, and the lookups after them
-// find the slots in cache.
+// already. It reads the home slots of a group of fingerprints before it
+// looks any of them up: those reads do not depend on each other, so their
+// cache misses are in flight together, and the lookups after them find
+// the slots in cache.
 func (s *fpSet) HasEach(fps []uint64, known []bool) {
-	const group = 16
-	var homes [group]int
-	for lo := 0; lo < len(fps); lo += group {
-		hi := min(lo+group, len(fps))
+	const groupLen = 16
+	for lo := 0; lo < len(fps); lo += groupLen {
+		group := fps[lo:min(lo+groupLen, len(fps))]
 		var touched uint64
-		for i := lo; i < hi; i++ {
-			homes[i-lo] = s.home(nonZero(fps[i]))
-			touched += s.slots[homes[i-lo]]
+		for _, fp := range group {
+			touched += s.slots[s.home(nonZero(fp))]
 		}
 		s.touched += touched
-		for i := lo; i < hi; i++ {
-			if known[i] {
-				continue
-			}
-			fp := nonZero(fps[i])
-			for j := homes[i-lo]; s.slots[j] != 0; j = s.next(j) {
-				if s.slots[j] == fp {
-					known[i] = true
-					break
-				}
+		for i, fp := range group {
+			if !known[lo+i] {
+				known[lo+i] = s.Has(fp)
 			}
 		}
 	}

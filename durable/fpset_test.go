@@ -13,9 +13,12 @@ import (
 // and removes. The fingerprints are picked so their home slots crowd the
 // table's last slots and its first ones: runs are long, wrap around the
 // end, and removals shift entries back across the wrap. A shift that hides
-// an entry makes a later Has disagree with the map.
+// an entry makes a later Has disagree with the map. The table is not a
+// power of two long (1,334 slots), as a generation's table sized for the
+// spans it expects is not.
 func TestFPSetMatchesAMap(t *testing.T) {
-	s := newFPSet(0)
+	s := newFPSet(1000)
+	require.Equal(t, 1334, len(s.slots))
 	last := len(s.slots) - 1
 	var pool []uint64
 	for fp := uint64(2); len(pool) < 300; fp++ {
