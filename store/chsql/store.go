@@ -124,10 +124,22 @@ func (s *Store) migrate(ctx context.Context, ttlDays int) error {
 		return err
 	}
 	if s.cluster != "" && applied == 0 {
-		if fresh, err := s.noTables(ctx); err != nil {
+		fresh, err := s.noTables(ctx)
+		if err != nil {
 			return err
-		} else if fresh {
-			return s.createFolded(ctx, p, migrations)
+		}
+		if fresh {
+			err := s.createFolded(ctx, p, migrations)
+			if err == nil || errors.Is(err, errQueued) || ctx.Err() != nil {
+				return err
+			}
+			// Another store found this database's first tables and
+			// began migrating it one migration at a time, and its
+			// CREATE of a table in its first form reached the DDL
+			// queue before the folded one: the folded statement that
+			// reads a later column of it then fails ("Unknown
+			// identifier"). One migration at a time is right whatever
+			// the database holds.
 		}
 	}
 	for _, m := range migrations {
@@ -181,8 +193,9 @@ func (s *Store) noTables(ctx context.Context) (bool, error) {
 // createFolded creates a new database's schema on a cluster with every
 // added column in its table's CREATE (chschema.Folded), then records every
 // migration. A store that opens the database meanwhile finds tables, and
-// migrates one migration at a time over them, which changes nothing: each
-// table and column is there.
+// migrates one migration at a time over them. Its statements share the
+// DDL queue with these and can reach it first; when that makes one of
+// these fail, migrate goes on one migration at a time too.
 func (s *Store) createFolded(ctx context.Context, p chschema.DDLParams, migrations []chschema.Migration) error {
 	for _, stmt := range chschema.Folded(p, migrations) {
 		if err := s.exec(ctx, stmt); err != nil {
@@ -227,9 +240,8 @@ func (s *Store) exec(ctx context.Context, stmt string) error {
 	return s.applyOnCluster(ctx, stmt)
 }
 
-// ddlPending says what an ON CLUSTER statement that timed out means.
-const ddlPending = " (is every host of remote_servers up?); it stays queued for the hosts that have not run it," +
-	" and a start when they are back finishes the migration"
+// errQueued marks an ON CLUSTER statement that not every host ran in time.
+var errQueued = errors.New("it stays queued for the hosts that have not run it, and a start when they are back finishes the migration")
 
 // applyOnCluster runs an ON CLUSTER statement, which ClickHouse queues in
 // ZooKeeper and every host of the cluster runs; the call returns when all
@@ -251,13 +263,14 @@ func (s *Store) applyOnCluster(ctx context.Context, stmt string) error {
 	case strings.Contains(stmt, " ADD COLUMN ") && strings.Contains(err.Error(), "column with this name already exists"):
 		return nil
 	case strings.Contains(err.Error(), "distributed_ddl_task_timeout"):
-		return fmt.Errorf("run on cluster %s: not every host ran the statement within the server's distributed_ddl_task_timeout%s: %w",
-			s.cluster, ddlPending, err)
+		return fmt.Errorf("run on cluster %s: not every host ran the statement within the server's distributed_ddl_task_timeout"+
+			" (is every host of remote_servers up?); %w: %w", s.cluster, errQueued, err)
 	// The driver's socket deadline is the context's, and under load it can
 	// fire (and the driver report DeadlineExceeded) a moment before the
 	// context itself is done.
 	case ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("run on cluster %s: not every host ran the statement before the deadline%s: %w", s.cluster, ddlPending, wrapCtx(ctx, err))
+		return fmt.Errorf("run on cluster %s: not every host ran the statement before the deadline"+
+			" (is every host of remote_servers up?); %w: %w", s.cluster, errQueued, wrapCtx(ctx, err))
 	}
 	return fmt.Errorf("run on cluster %s: %w", s.cluster, err)
 }

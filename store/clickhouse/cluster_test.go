@@ -3,6 +3,7 @@ package clickhouse_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -37,6 +38,7 @@ func TestCluster(t *testing.T) {
 	t.Run("a retried batch is stored once through another replica", c.testRetryElsewhere)
 	t.Run("two stores migrating at once record each version once", c.testConcurrentMigrations)
 	t.Run("two stores upgrading an older schema at once", c.testUpgrade)
+	t.Run("a new database's first table made in its first form meanwhile", c.testFoldedOvertaken)
 	t.Run("a replica down stops neither writes nor reads", c.testReplicaDown)
 	t.Run("a migration with a host down fails clearly and completes later", c.testMigrationHostDown)
 }
@@ -347,7 +349,17 @@ func (c clusterCase) testUpgrade(t *testing.T) {
 	require.NoError(t, conn.Exec(ctx, "INSERT INTO "+db+".hops_local (trace_id, span_id, path, start_ns) SELECT 't1', 's1', 'a:op', toUInt64(1)", nil))
 
 	stores := c.openAtOnce(t, db, c.cl.Shards[0][1], c.cl.Shards[1][0])
+	c.requireCurrentHops(t, db, features)
+	n, err := stores[1].CountRows(ctx, "hops")
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n, "the hop stored before the upgrade")
+}
 
+// requireCurrentHops checks that every host's hops and hops_local have
+// the current columns, in the order the writer sends them.
+func (c clusterCase) requireCurrentHops(t *testing.T, db string, features chschema.Features) {
+	t.Helper()
+	ctx := ctxT(t)
 	var want []chsql.ColumnType
 	for _, tc := range chsql.InsertTables(features) {
 		if tc.Table == "hops" {
@@ -370,9 +382,46 @@ func (c clusterCase) testUpgrade(t *testing.T) {
 			require.Equal(t, want, got, "%s: %s.%s has the current columns, in order", srv.Addr(), db, table)
 		}
 	}
-	n, err := stores[1].CountRows(ctx, "hops")
+}
+
+// testFoldedOvertaken makes, deterministically, what two stores opening a
+// new database at once can leave: the second finds the first's tables
+// and migrates one migration at a time, and its CREATE of hops_local in
+// its first form reaches some hosts before the first store's folded one,
+// so those hosts' hops_local lacks the later columns the folded
+// statements after it read. Here the second shard's hosts have that
+// table while the host the store is connected to has none: the store
+// starts the folded schema, a statement of it fails on those hosts, and
+// it goes on one migration at a time, which adds their columns.
+func (c clusterCase) testFoldedOvertaken(t *testing.T) {
+	db := fmt.Sprintf("cluster_overtaken_%d", time.Now().UnixNano())
+	ctx := ctxT(t)
+	version, err := node(t, c.cl.Shards[0][0]).Version(ctx)
 	require.NoError(t, err)
-	require.EqualValues(t, 1, n, "the hop stored before the upgrade")
+	features, err := chschema.FeaturesFor(version)
+	require.NoError(t, err)
+	p := chschema.DDLParams{Database: db, Features: features, Cluster: clustertest.Name}
+	migrations, err := chschema.Migrations(p)
+	require.NoError(t, err)
+	createHops := ""
+	for _, m := range migrations {
+		for _, st := range m.Statements {
+			if createHops == "" && strings.HasPrefix(st, "CREATE TABLE IF NOT EXISTS "+db+".hops_local ") {
+				createHops = strings.Replace(st, " ON CLUSTER "+clustertest.Name, "", 1)
+			}
+		}
+	}
+	require.NotEmpty(t, createHops)
+	require.NotContains(t, createHops, "path_calls", "hops_local in its first form")
+	for _, srv := range c.cl.Shards[1] {
+		conn := node(t, srv)
+		require.NoError(t, conn.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+db, nil))
+		require.NoError(t, conn.Exec(ctx, createHops, nil), srv.Addr())
+	}
+
+	stores := c.openAtOnce(t, db, c.cl.Shards[0][0])
+	c.requireCurrentHops(t, db, features)
+	require.NoError(t, stores[0].WriteSpans(ctx, "after", traces(13, 4)))
 }
 
 // testMigrationHostDown opens a store on a new database while a host is
