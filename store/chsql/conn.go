@@ -18,14 +18,34 @@ type Conn interface {
 	Exec(ctx context.Context, query string, params Params) error
 	// Query runs a SELECT. The caller closes the Rows.
 	Query(ctx context.Context, query string, params Params) (Rows, error)
-	// Insert writes blk into table (database.name) as one block, into
-	// blk's columns by name. Every column of blk holds blk.Rows values of
-	// its Type; the engine reads blk and must not keep it after returning.
-	// When dedupToken is not empty the engine passes it as
+	// Insert writes the blocks next returns into table (database.name)
+	// as one INSERT, into their columns by name; every block has the
+	// same columns, each holding the block's Rows values of its Type. The
+	// engine is done with a block before it asks for the next, so next
+	// may refill one block, and it keeps none after returning. When
+	// dedupToken is not empty the engine passes it as
 	// insert_deduplication_token.
-	Insert(ctx context.Context, table string, blk *Block, dedupToken string) error
+	Insert(ctx context.Context, table string, next Blocks, dedupToken string) error
 	// Close releases the session.
 	Close() error
+}
+
+// Blocks returns an insert's next block, or nil after the last. An INSERT
+// of several blocks is still one insert: the server squashes its blocks
+// into one part (up to min_insert_block_size_rows), and its dedup token
+// covers them all.
+type Blocks func() (*Block, error)
+
+// OneBlock is the Blocks of an insert of blk alone.
+func OneBlock(blk *Block) Blocks {
+	done := false
+	return func() (*Block, error) {
+		if done {
+			return nil, nil
+		}
+		done = true
+		return blk, nil
+	}
 }
 
 // Rows iterates over a query result. Scan supports *string, *uint64, *int64,

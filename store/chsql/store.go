@@ -335,7 +335,8 @@ func validToken(t string) bool {
 }
 
 // insert writes rows 0..n-1 of a batch (row(i) is row i) into t as one
-// block, deduplicated by token (once).
+// INSERT of blocks of up to InsertBlockRows rows, deduplicated by token
+// (once).
 func insert[R any](ctx context.Context, s *Store, t *table[R], token string, n int, row func(int) R) error {
 	if n == 0 {
 		return nil
@@ -348,10 +349,7 @@ func insert[R any](ctx context.Context, s *Store, t *table[R], token string, n i
 				return err
 			}
 		}
-		for i := range n {
-			t.appendRow(blk, row(i))
-		}
-		err := s.insertBlock(ctx, t.name, blk, dedup)
+		err := s.conn.Insert(ctx, s.db+"."+t.name, blocksOf(t, blk, n, row), dedup)
 		s.spare.keep(t.name, blk)
 		return err
 	})
@@ -406,24 +404,41 @@ func insertOne[R any](ctx context.Context, s *Store, t *table[R], r R) error {
 	if err != nil {
 		return err
 	}
-	t.appendRow(blk, r)
-	return s.insertBlock(ctx, t.name, blk, "")
+	return s.conn.Insert(ctx, s.db+"."+t.name, blocksOf(t, blk, 1, func(int) R { return r }), "")
 }
 
-// insertBlock hands a built block of table to the engine, after checking
-// that every column holds its rows: a block the engine misread would store
-// wrong values rather than fail.
-func (s *Store) insertBlock(ctx context.Context, table string, blk *Block, dedupToken string) error {
-	if err := blk.check(); err != nil {
-		return fmt.Errorf("build %s block: %w", table, err)
+// InsertBlockRows is the most rows of one block of an insert. A batch is
+// sent as several blocks of one INSERT rather than one block of all its
+// rows, so the block kept for the next insert (spareBlocks) holds this
+// many rows' string headers and offsets, not the largest batch's: under
+// the harness's load the spans' one block was 33 MB of Go heap and the
+// hops' 17, live between inserts, which Go's collector doubles.
+const InsertBlockRows = 4096
+
+// blocksOf returns the blocks of rows 0..n-1 of t (row(i) is row i),
+// each refilled into blk and checked that every column holds its rows: a
+// block the engine misread would store wrong values rather than fail.
+func blocksOf[R any](t *table[R], blk *Block, n int, row func(int) R) Blocks {
+	i := 0
+	return func() (*Block, error) {
+		if i == n {
+			return nil, nil
+		}
+		blk.Reset()
+		for end := min(n, i+InsertBlockRows); i < end; i++ {
+			t.appendRow(blk, row(i))
+		}
+		if err := blk.check(); err != nil {
+			return nil, fmt.Errorf("build %s block: %w", t.name, err)
+		}
+		return blk, nil
 	}
-	return s.conn.Insert(ctx, s.db+"."+table, blk, dedupToken)
 }
 
 // spareBlocks keeps the last block built for each table, with its column
-// buffers, for the next insert into that table: a batch of 20,000 spans
-// fills about 20 MB of column buffers, which growing from nothing for every
-// insert would allocate about twice over. A sync.Pool would not do: the
+// buffers, for the next insert into that table: growing a block of
+// InsertBlockRows spans from nothing for every insert would allocate its
+// buffers about twice over. A sync.Pool would not do: the
 // collector empties it every cycle or two, and under load that is every
 // second.
 type spareBlocks struct {
@@ -431,8 +446,8 @@ type spareBlocks struct {
 	byTable map[string]*Block
 }
 
-// maxSpareBlockBytes is the largest block kept, so one huge batch does not
-// pin its memory for good.
+// maxSpareBlockBytes is the largest block kept, so one block of huge rows
+// does not pin its memory for good.
 const maxSpareBlockBytes = 64 << 20
 
 // take returns table's spare block, empty, or nil when there is none.

@@ -188,9 +188,13 @@ type ctxRows struct {
 
 func (r *ctxRows) Err() error { return classify(r.ctx, r.Rows.Err()) }
 
-// Insert implements chsql.Conn: one native-protocol block per call, filled
-// a column at a time from the block's typed buffers.
-func (c *Conn) Insert(ctx context.Context, table string, blk *chsql.Block, dedupToken string) error {
+// Insert implements chsql.Conn: one batch, its columns filled from each
+// block's typed buffers in turn (the driver copies the values), sent once.
+func (c *Conn) Insert(ctx context.Context, table string, next chsql.Blocks, dedupToken string) error {
+	blk, err := next()
+	if err != nil || blk == nil {
+		return err
+	}
 	if dedupToken != "" {
 		ctx = ch.Context(ctx, ch.WithSettings(ch.Settings{"insert_deduplication_token": dedupToken}))
 	}
@@ -198,11 +202,17 @@ func (c *Conn) Insert(ctx context.Context, table string, blk *chsql.Block, dedup
 	if err != nil {
 		return classify(ctx, err)
 	}
-	for i := range blk.Columns {
-		if err := appendColumn(batch.Column(i), &blk.Columns[i]); err != nil {
-			_ = batch.Abort()
-			return fmt.Errorf("append column %s: %w", blk.Columns[i].Name, err)
+	for ; blk != nil; blk, err = next() {
+		for i := range blk.Columns {
+			if err := appendColumn(batch.Column(i), &blk.Columns[i]); err != nil {
+				_ = batch.Abort()
+				return fmt.Errorf("append column %s: %w", blk.Columns[i].Name, err)
+			}
 		}
+	}
+	if err != nil {
+		_ = batch.Abort()
+		return err
 	}
 	return classify(ctx, batch.Send())
 }

@@ -56,7 +56,7 @@ func TestInsertsDoNotWaitForReads(t *testing.T) {
 		return err == nil && strings.TrimSpace(string(out)) == "1"
 	}, 5*time.Second, 10*time.Millisecond)
 
-	require.NoError(t, c.Insert(ctx, "nat.t", nativeBlock(), "tok-1"))
+	require.NoError(t, c.Insert(ctx, "nat.t", chsql.OneBlock(nativeBlock()), "tok-1"))
 	select {
 	case err := <-read:
 		t.Fatalf("the insert finished after the read (%v): it waited for it", err)

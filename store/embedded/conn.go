@@ -252,23 +252,33 @@ func (c *Conn) Query(ctx context.Context, query string, params chsql.Params) (ch
 	return newBinaryRows(out), nil
 }
 
-// Insert implements chsql.Conn. The block is written in the engine's
-// Native format into an anonymous in-memory file (memfd), which the
-// statement reads FROM INFILE. Binary data cannot travel inline in the
-// statement the way text formats can: the engine stops reading inline data
-// at its first NUL byte.
-func (c *Conn) Insert(ctx context.Context, table string, blk *chsql.Block, dedupToken string) error {
+// Insert implements chsql.Conn. The blocks are written in the engine's
+// Native format, one after another, into an anonymous in-memory file
+// (memfd), which the statement reads FROM INFILE. Binary data cannot
+// travel inline in the statement the way text formats can: the engine
+// stops reading inline data at its first NUL byte.
+func (c *Conn) Insert(ctx context.Context, table string, next chsql.Blocks, dedupToken string) error {
+	blk, err := next()
+	if err != nil || blk == nil {
+		return err
+	}
 	f, err := memFile("budgetd-insert-" + table)
 	if err != nil {
 		return fmt.Errorf("insert %s: %w", table, err)
 	}
+	columns := blk.ColumnList()
 	// Encoded straight into the file a chunk at a time: the whole
 	// encoding is only ever in the file.
-	if err = writeNative(f, blk, nativeChunkBytes); err != nil {
+	for ; blk != nil; blk, err = next() {
+		if err = writeNative(f, blk, nativeChunkBytes); err != nil {
+			break
+		}
+	}
+	if err != nil {
 		f.Close()
 		return fmt.Errorf("insert %s: write block: %w", table, err)
 	}
-	q := "INSERT INTO " + table + " (" + blk.ColumnList() + ") FROM INFILE '/proc/self/fd/" + strconv.Itoa(int(f.Fd())) + "'"
+	q := "INSERT INTO " + table + " (" + columns + ") FROM INFILE '/proc/self/fd/" + strconv.Itoa(int(f.Fd())) + "'"
 	if dedupToken != "" {
 		// The token is validated by chsql ([A-Za-z0-9_-]) before it gets here.
 		q += " SETTINGS insert_deduplication_token = '" + dedupToken + "'"

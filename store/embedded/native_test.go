@@ -180,7 +180,7 @@ func TestNativeInsertRoundTrip(t *testing.T) {
 	ctx := t.Context()
 	require.NoError(t, c.Exec(ctx, "CREATE DATABASE IF NOT EXISTS nat", nil))
 	require.NoError(t, c.Exec(ctx, nativeTable("nat.t", " SETTINGS non_replicated_deduplication_window = 100"), nil))
-	insert := func() error { return c.Insert(ctx, "nat.t", nativeBlock(), "tok-1") }
+	insert := func() error { return c.Insert(ctx, "nat.t", chsql.OneBlock(nativeBlock()), "tok-1") }
 	require.NoError(t, insert())
 	require.NoError(t, insert(), "the same token again is accepted and dropped")
 	out, err := rawQuery(c, []byte("SELECT * FROM nat.t ORDER BY i8"), "TabSeparated")

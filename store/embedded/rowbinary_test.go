@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/budgetd/budgetd/store/chsql"
 )
 
 // TestQueryReadsEveryType reads the rows of nativeBlock back through Query
@@ -18,7 +20,7 @@ func TestQueryReadsEveryType(t *testing.T) {
 	ctx := t.Context()
 	require.NoError(t, c.Exec(ctx, "CREATE DATABASE IF NOT EXISTS rb", nil))
 	require.NoError(t, c.Exec(ctx, nativeTable("rb.t", ""), nil))
-	require.NoError(t, c.Insert(ctx, "rb.t", nativeBlock(), ""))
+	require.NoError(t, c.Insert(ctx, "rb.t", chsql.OneBlock(nativeBlock()), ""))
 
 	rows, err := c.Query(ctx, "SELECT * FROM rb.t ORDER BY i8", nil)
 	require.NoError(t, err)

@@ -56,6 +56,7 @@ func Run(t *testing.T, h Harness) {
 		{"same dedup token stored once", testDedup},
 		{"a batch over 101 days is stored whole", testManyDays},
 		{"a batch larger than one insert block is stored whole", testLargeBatch},
+		{"a batch of several blocks is one insert", testSeveralBlocks},
 		{"missing spans are told from stored ones", testMissingSpans},
 		{"a retry after an unrecorded attempt stores no span twice", testRetryAfterUnrecordedAttempt},
 		{"follow positions resume and never move back", testFollowPositions},
@@ -629,6 +630,63 @@ func testLargeBatch(t *testing.T, h Harness) {
 	require.NoError(t, err)
 	require.False(t, truncated)
 	require.Len(t, got, 20)
+}
+
+// testSeveralBlocks writes spans and hops two and a half blocks long
+// (chsql.InsertBlockRows): each is stored once, also when the batch is
+// written again, rows of every block read back, and on one server each
+// table's INSERT made one part — the engine squashes an insert's blocks,
+// so sending a batch in blocks leaves no more parts to merge than one
+// block did. (A cluster's inserts go through Distributed tables, which
+// split them by shard.)
+func testSeveralBlocks(t *testing.T, h Harness) {
+	s, db := open(t, h)
+	ctx := ctxT(t)
+	n := chsql.InsertBlockRows*5/2 + 7
+	start := uint64(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC).UnixNano())
+	spans := make([]schema.Span, n)
+	hops := make([]schema.Hop, n)
+	for i := range spans {
+		spans[i] = schema.Span{TraceID: tid(i), SpanID: sid(i), Service: "svc", Name: fmt.Sprintf("op-%d", i),
+			StartNs: start + uint64(i), EndNs: start + uint64(i) + 1000, Attrs: schema.Attributes{schema.Str("i", fmt.Sprint(i))}}
+		hops[i] = sampleHop(i)
+		hops[i].StartNs = start + uint64(i)
+	}
+	if s.Cluster() == "" {
+		// Merges would make one part of several before they are counted.
+		for _, table := range []string{"spans", "trace_index", "hops"} {
+			require.NoError(t, s.Conn().Exec(ctx, "SYSTEM STOP MERGES "+db+"."+table, nil))
+		}
+	}
+	for range 2 {
+		require.NoError(t, s.WriteSpans(ctx, "blocks-1", spans))
+		require.NoError(t, s.WriteHops(ctx, "blocks-1", hops))
+	}
+	for _, table := range []string{"spans", "trace_index", "hops"} {
+		got, err := s.CountRows(ctx, table)
+		require.NoError(t, err)
+		require.EqualValues(t, n, got, "%s: every row of a batch of several blocks stored, once", table)
+	}
+	for _, i := range []int{0, chsql.InsertBlockRows - 1, chsql.InsertBlockRows, 2*chsql.InsertBlockRows + 1, n - 1} {
+		got, _, err := s.Trace(ctx, tid(i), store.TraceLimits{})
+		require.NoError(t, err)
+		require.Len(t, got, 1)
+		require.Equal(t, spans[i].Name, got[0].Name)
+		require.Equal(t, spans[i].Attrs, got[0].Attrs)
+	}
+	if s.Cluster() != "" {
+		return
+	}
+	for _, table := range []string{"spans", "trace_index", "hops"} {
+		var parts uint64
+		rows, err := s.Conn().Query(ctx, "SELECT count() FROM system.parts WHERE active AND database = {db:String} AND table = {t:String}",
+			chsql.Params{chsql.P("db", db), chsql.P("t", table)})
+		require.NoError(t, err)
+		require.True(t, rows.Next())
+		require.NoError(t, rows.Scan(&parts))
+		require.NoError(t, rows.Close())
+		require.EqualValues(t, 1, parts, "%s: one INSERT of several blocks is one part", table)
+	}
 }
 
 func testMissingSpans(t *testing.T, h Harness) {
