@@ -41,8 +41,15 @@ func Open(ctx context.Context, cfg Config) (*chsql.Store, error) {
 		_ = c.Close()
 		return nil, err
 	}
+	// Once the engine has started and migrated: what start-up ran and
+	// serving does not, it need not keep in memory. Best effort: a
+	// failure leaves the pages where they were.
+	startupPages.Do(func() { _, _ = releaseStartupPages(libraryState.path) })
 	return s, nil
 }
+
+// startupPages releases chDB's start-up pages once a process.
+var startupPages sync.Once
 
 // engine is the process's single chDB instance. chDB runs one embedded server
 // per process, bound to one data directory, so every Conn shares it; the last

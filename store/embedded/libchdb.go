@@ -41,6 +41,7 @@ type libchdb struct {
 var libraryState struct {
 	once sync.Once
 	lib  *libchdb
+	path string // the file lib was loaded from
 	err  error
 }
 
@@ -101,7 +102,7 @@ func loadLibrary() (*libchdb, error) {
 		purego.RegisterLibFunc(&l.resultLength, h, "chdb_result_length")
 		purego.RegisterLibFunc(&l.resultError, h, "chdb_result_error")
 		purego.RegisterLibFunc(&l.setSignalHandlersEnabled, h, "chdb_set_signal_handlers_enabled")
-		s.lib = l
+		s.lib, s.path = l, path
 	})
 	return s.lib, s.err
 }
