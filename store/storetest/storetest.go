@@ -567,15 +567,7 @@ func testManyDays(t *testing.T, h Harness) {
 		hops[i] = sampleHop(i)
 		hops[i].StartNs = start
 	}
-	for range 2 {
-		require.NoError(t, s.WriteSpans(ctx, "days-1", spans))
-		require.NoError(t, s.WriteHops(ctx, "days-1", hops))
-	}
-	for _, table := range []string{"spans", "trace_index", "hops"} {
-		n, err := s.CountRows(ctx, table)
-		require.NoError(t, err)
-		require.EqualValues(t, days, n, "%s: every row of a 101-day batch stored, once", table)
-	}
+	requireStoredOnce(t, s, "days-1", spans, hops, "a 101-day batch")
 	got, _, err := s.Trace(ctx, tid(100), store.TraceLimits{})
 	require.NoError(t, err)
 	require.Len(t, got, 1)
@@ -632,6 +624,22 @@ func testLargeBatch(t *testing.T, h Harness) {
 	require.Len(t, got, 20)
 }
 
+// requireStoredOnce writes spans and hops twice under token and checks
+// that the spans, the trace-id lookup and the hops hold each row once.
+func requireStoredOnce(t *testing.T, s *chsql.Store, token string, spans []schema.Span, hops []schema.Hop, what string) {
+	t.Helper()
+	ctx := ctxT(t)
+	for range 2 {
+		require.NoError(t, s.WriteSpans(ctx, token, spans))
+		require.NoError(t, s.WriteHops(ctx, token, hops))
+	}
+	for table, want := range map[string]int{"spans": len(spans), "trace_index": len(spans), "hops": len(hops)} {
+		n, err := s.CountRows(ctx, table)
+		require.NoError(t, err)
+		require.EqualValues(t, want, n, "%s: every row of %s stored, once", table, what)
+	}
+}
+
 // testSeveralBlocks writes spans and hops two and a half blocks long
 // (chsql.InsertBlockRows): each is stored once, also when the batch is
 // written again, rows of every block read back, and on one server each
@@ -658,15 +666,7 @@ func testSeveralBlocks(t *testing.T, h Harness) {
 			require.NoError(t, s.Conn().Exec(ctx, "SYSTEM STOP MERGES "+db+"."+table, nil))
 		}
 	}
-	for range 2 {
-		require.NoError(t, s.WriteSpans(ctx, "blocks-1", spans))
-		require.NoError(t, s.WriteHops(ctx, "blocks-1", hops))
-	}
-	for _, table := range []string{"spans", "trace_index", "hops"} {
-		got, err := s.CountRows(ctx, table)
-		require.NoError(t, err)
-		require.EqualValues(t, n, got, "%s: every row of a batch of several blocks stored, once", table)
-	}
+	requireStoredOnce(t, s, "blocks-1", spans, hops, "a batch of several blocks")
 	for _, i := range []int{0, chsql.InsertBlockRows - 1, chsql.InsertBlockRows, 2*chsql.InsertBlockRows + 1, n - 1} {
 		got, _, err := s.Trace(ctx, tid(i), store.TraceLimits{})
 		require.NoError(t, err)
