@@ -437,10 +437,9 @@ func blocksOf[R any](t *table[R], blk *Block, n int, row func(int) R) Blocks {
 
 // spareBlocks keeps the last block built for each table, with its column
 // buffers, for the next insert into that table: growing a block of
-// InsertBlockRows spans from nothing for every insert would allocate its
-// buffers about twice over. A sync.Pool would not do: the
-// collector empties it every cycle or two, and under load that is every
-// second.
+// InsertBlockRows rows from nothing for every insert would allocate its
+// buffers about twice over. A sync.Pool would not do: the collector
+// empties it every cycle or two, and under load that is every second.
 type spareBlocks struct {
 	mu      sync.Mutex
 	byTable map[string]*Block
