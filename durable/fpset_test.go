@@ -125,17 +125,26 @@ func TestFPSetMappingIsReleased(t *testing.T) {
 	require.Eventually(t, unmappedAll, time.Minute, 10*time.Millisecond, "the dropped set's table is released")
 }
 
+// randomFPSet returns n random fingerprints (from seed) and a set of
+// every every-th of them, with the generator to draw more.
+func randomFPSet(n, every int, seed uint64) (*fpSet, []uint64, *rand.Rand) {
+	s := newFPSet(0)
+	rng := rand.New(rand.NewPCG(seed, seed+1))
+	fps := make([]uint64, n)
+	for i := range fps {
+		fps[i] = rng.Uint64()
+		if i%every == 0 {
+			s.Add(fps[i])
+		}
+	}
+	return s, fps, rng
+}
+
 // TestFPSetPack: a set that doubled its table is moved into the smallest
 // one that holds it at a load of at most 3/4, keeping every member and
 // finding no new one; a set that fills its table well is left alone.
 func TestFPSetPack(t *testing.T) {
-	s := newFPSet(0)
-	rng := rand.New(rand.NewPCG(5, 6))
-	fps := make([]uint64, 100_000)
-	for i := range fps {
-		fps[i] = rng.Uint64()
-		s.Add(fps[i])
-	}
+	s, fps, rng := randomFPSet(100_000, 1, 5)
 	grown := len(s.slots)
 	s.Pack()
 	require.Less(t, len(s.slots), grown)
@@ -156,15 +165,7 @@ func TestFPSetPack(t *testing.T) {
 // over a request longer than a group and not a multiple of it, and leaves
 // a span known already known.
 func TestFPSetHasEachMatchesHas(t *testing.T) {
-	s := newFPSet(0)
-	rng := rand.New(rand.NewPCG(7, 8))
-	fps := make([]uint64, 1000)
-	for i := range fps {
-		fps[i] = rng.Uint64()
-		if i%3 == 0 {
-			s.Add(fps[i])
-		}
-	}
+	s, fps, _ := randomFPSet(1000, 3, 7)
 	fps[5] = 0 // kept as 1
 	s.Add(0)
 	known := make([]bool, len(fps))

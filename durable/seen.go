@@ -208,8 +208,10 @@ func (s *seenSpans) record(spans []schema.Span) (fresh []schema.Span, fps []uint
 	}
 	// The current generation takes the rest, and knows a span twice in
 	// one request too.
+	// The fresh spans' fingerprints are gathered in place in all: entry i
+	// is read before any append reaches it.
 	cur := s.gens[len(s.gens)-1]
-	fps = make([]uint64, 0, len(spans))
+	fps = all[:0]
 	for i, fp := range all {
 		if known[i] || !cur.set.Add(fp) {
 			if dups == 0 {
