@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -123,26 +124,45 @@ const inferChunk = 256
 // long every caller in them waited, so inferred timeouts (infer.go) draw on
 // the whole batch. Results are in the order of ts.
 func (a *Analyzer) Traces(ts []*schema.Trace, now time.Time) []Result {
-	out := make([]Result, 0, len(ts))
+	spans := 0
+	for _, t := range ts {
+		spans += len(t.Spans)
+	}
+	results, _ := a.Round(len(ts), func(i int) *schema.Trace { return ts[i] }, spans, now)
+	return results
+}
+
+// Round analyses n traces as Traces does, building the i-th with trace(i)
+// only when its chunk of inferChunk is judged, so a round's traces and
+// views are never all in memory at once (a loaded pipeline's round is tens
+// of thousands of spans). It returns the results in order and every
+// result's hops in one slice, each Result.Hops its window of it, so that a
+// caller writing them all need not copy them. spans is the sum of the
+// traces' span counts (one hop each), as far as the caller knows it: more
+// costs a copy of the hops so far, never a wrong result.
+func (a *Analyzer) Round(n int, trace func(i int) *schema.Trace, spans int, now time.Time) ([]Result, []schema.Hop) {
+	out := make([]Result, 0, n)
+	hops := make([]schema.Hop, 0, spans)
 	var est estimateFunc
 	if a.cfg.Infer.Enabled {
 		est = func(k edgeKey) (Estimate, bool) { return a.estimate(k, now) }
 	}
-	for len(ts) > 0 {
-		chunk := ts[:min(len(ts), inferChunk)]
-		ts = ts[len(chunk):]
-		views := make([]*view, len(chunk))
-		for i, t := range chunk {
-			views[i] = newView(t, a.cfg)
+	for from := 0; from < n; from += inferChunk {
+		views := make([]*view, min(n-from, inferChunk))
+		for i := range views {
+			views[i] = newView(trace(from+i), a.cfg)
 		}
 		a.recordWaits(views, now)
 		for _, v := range views {
-			v.finish(est)
+			hops = slices.Grow(hops, len(v.n))
+			at := len(hops)
+			hops = hops[:at+len(v.n)]
+			v.finish(est, hops[at:len(hops):len(hops)])
 			out = append(out, v.detect(now, func(k edgeKey) (float64, bool) { return a.p50(k, now) }))
 			a.record(v.hops, now)
 		}
 	}
-	return out
+	return out, hops
 }
 
 // detect runs the per-trace detectors. The view is finished (finish).

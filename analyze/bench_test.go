@@ -82,11 +82,11 @@ func BenchmarkDetectors(b *testing.B) {
 	b.Run("prepare", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			newView(tr, cfg).finish(nil)
+			newView(tr, cfg).finish(nil, nil)
 		}
 	})
 	v := newView(tr, cfg)
-	v.finish(nil)
+	v.finish(nil, nil)
 	detectors := []struct {
 		name string
 		run  func()

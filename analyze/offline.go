@@ -78,7 +78,7 @@ func Analyze(spans []schema.Span, now time.Time, cfg Config) Report {
 	}
 	var hops []schema.Hop
 	for _, v := range views {
-		v.finish(est)
+		v.finish(est, nil)
 		hops = append(hops, v.hops...)
 	}
 	aggs := edgeAggs(hops)

@@ -148,13 +148,17 @@ func newView(t *schema.Trace, cfg Config) *view {
 }
 
 // finish infers what the spans did not record (est nil: nothing), computes
-// the orphaned work and builds the hops. The detectors run after it.
-func (v *view) finish(est estimateFunc) {
+// the orphaned work and builds the hops into hops, which holds one zero hop
+// for each span (nil: a slice of its own). The detectors run after it.
+func (v *view) finish(est estimateFunc, hops []schema.Hop) {
 	if est != nil {
 		v.infer(est)
 	}
 	v.orphans()
-	v.buildHops()
+	if hops == nil {
+		hops = make([]schema.Hop, len(v.n))
+	}
+	v.buildHops(hops)
 }
 
 // sanitizeFacts clamps the millisecond figures budgetread.Read returns to
@@ -724,8 +728,8 @@ func (v *view) callDescendants() {
 }
 
 // buildHops fills one schema.Hop per span, in the trace's span order.
-func (v *view) buildHops() {
-	v.hops = make([]schema.Hop, len(v.n))
+func (v *view) buildHops(hops []schema.Hop) {
+	v.hops = hops
 	for i := range v.n {
 		s := &v.t.Spans[i]
 		nd := &v.n[i]

@@ -277,36 +277,43 @@ func (p *Pipeline) process(ctx context.Context, flush bool) error {
 // analyse judges one round of due traces and writes their hops, findings
 // and problem statistics.
 func (p *Pipeline) analyse(ctx context.Context, now time.Time, due []analyze.Assembled) error {
+	// A re-opened trace is completed with its stored spans first, so the
+	// round's spans are counted exactly and its hops are one allocation.
 	var reanalysed []schema.TraceID
-	traces := make([]*schema.Trace, len(due))
+	merged := make(map[int][]schema.Span)
+	spans := 0
 	for i, tr := range due {
-		spans := tr.Spans()
-		if tr.Reopened {
-			spans = p.mergeStored(ctx, tr.ID, spans)
-			reanalysed = append(reanalysed, tr.ID)
+		if !tr.Reopened {
+			spans += tr.Len()
+			continue
 		}
-		traces[i] = schema.NewTrace(spans)
+		merged[i] = p.mergeStored(ctx, tr.ID, tr.Spans())
+		spans += len(merged[i])
+		reanalysed = append(reanalysed, tr.ID)
 	}
 	// One call for the round's traces: how long every caller waited is
 	// recorded before any trace is judged, so inferred timeouts draw on
-	// the whole round (analyze.Analyzer.Traces).
-	results := p.analyzer.Traces(traces, now)
-	// Hops are several hundred bytes and a busy second has tens of
-	// thousands: size the slices once rather than grow them by doubling.
-	nHops, nFindings := 0, 0
-	for _, res := range results {
-		nHops, nFindings = nHops+len(res.Hops), nFindings+len(res.Findings)
+	// the whole round (analyze.Analyzer.Round). Each trace is built only
+	// when its turn comes, and the hops come in one slice to write as is.
+	results, hops := p.analyzer.Round(len(due), func(i int) *schema.Trace {
+		if spans, ok := merged[i]; ok {
+			delete(merged, i)
+			return schema.NewTrace(spans)
+		}
+		return schema.NewTrace(due[i].Spans())
+	}, spans, now)
+	// Stamped with the analysis time, so the store can tell this analysis
+	// from an earlier one of the same trace (see Hop.AnalyzedNs).
+	for j := range hops {
+		hops[j].AnalyzedNs = uint64(now.UnixNano())
 	}
-	hops := make([]schema.Hop, 0, nHops)
+	nFindings := 0
+	for _, res := range results {
+		nFindings += len(res.Findings)
+	}
 	findings := make([]schema.Finding, 0, nFindings)
 	var fresh []schema.Finding // those not counted before (a re-analysis repeats ids)
 	for i, res := range results {
-		// Stamped with the analysis time, so the store can tell this
-		// analysis from an earlier one of the same trace (see Hop.AnalyzedNs).
-		for j := range res.Hops {
-			res.Hops[j].AnalyzedNs = uint64(now.UnixNano())
-		}
-		hops = append(hops, res.Hops...)
 		findings = append(findings, res.Findings...)
 		p.metrics.traces.Inc()
 		p.metrics.skews.Add(float64(len(res.Skews)))
