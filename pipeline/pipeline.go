@@ -254,14 +254,18 @@ func (p *Pipeline) process(ctx context.Context, flush bool) error {
 	p.analysing.Add(int64(taken))
 	p.mu.Unlock()
 	defer func() { p.analysing.Add(-int64(taken)) }()
-	for len(due) > 0 {
+	var errs []error
+	for len(due) > 0 && ctx.Err() == nil {
 		n, spans := 0, 0
 		for n < len(due) && (n == 0 || spans+due[n].Len() <= p.roundSpans) {
 			spans += due[n].Len()
 			n++
 		}
+		// A round whose write failed is lost (the write counted it), but
+		// the rounds after it are still judged: their traces have left
+		// assembly, and the next write may well succeed.
 		if err := p.analyse(ctx, now, due[:n]); err != nil {
-			return err
+			errs = append(errs, err)
 		}
 		p.analysing.Add(-int64(spans))
 		taken -= spans
@@ -271,7 +275,10 @@ func (p *Pipeline) process(ctx context.Context, flush bool) error {
 		clear(due[:n])
 		due = due[n:]
 	}
-	return nil
+	if len(due) > 0 {
+		errs = append(errs, fmt.Errorf("%d traces not analysed: %w", len(due), ctx.Err()))
+	}
+	return errors.Join(errs...)
 }
 
 // analyse judges one round of due traces and writes their hops, findings

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -622,6 +623,8 @@ type hopWrites struct {
 	sizes     []int
 	analysing func() float64
 	backlogs  []float64
+	failFirst bool           // the first write fails, as a store that cannot be reached does
+	failed    schema.TraceID // the trace of that write's hops
 }
 
 func (h *hopWrites) WriteHops(ctx context.Context, token string, hops []schema.Hop) error {
@@ -630,7 +633,14 @@ func (h *hopWrites) WriteHops(ctx context.Context, token string, hops []schema.H
 	if h.analysing != nil {
 		h.backlogs = append(h.backlogs, h.analysing())
 	}
+	fail := h.failFirst && len(h.sizes) == 1
+	if fail {
+		h.failed = hops[0].TraceID
+	}
 	h.mu.Unlock()
+	if fail {
+		return fmt.Errorf("connection refused: %w", store.ErrUnavailable)
+	}
 	return h.Store.WriteHops(ctx, token, hops)
 }
 
@@ -682,4 +692,44 @@ func TestAnalysisInRounds(t *testing.T) {
 	require.Zero(t, analysing(), "all written")
 	require.EqualValues(t, len(perTrace), testutil.ToFloat64(p.metrics.traces))
 	require.Equal(t, want, storedIDs(t, s))
+}
+
+// TestFailedRoundLosesOnlyItself: when a round's write fails, process
+// reports it and still judges and writes the rounds after it, whose traces
+// have left assembly; only the failed round's findings are missing.
+func TestFailedRoundLosesOnlyItself(t *testing.T) {
+	s := &hopWrites{Store: openStore(t, "pipeline_failed_round"), failFirst: true}
+	clock := time.Unix(1_800_000_000, 0)
+	reg := prometheus.NewRegistry()
+	cfg := DefaultConfig()
+	cfg.WriteAttempts = 1
+	p, err := New(cfg, Settings{Store: s, Analyzer: analyze.New(analyze.DefaultConfig()), Registerer: reg,
+		Now: func() time.Time { return clock }})
+	require.NoError(t, err)
+	fixtures := []string{"seed000_independent_timeouts", "timeout_inversion_positive", "orphaned_work_positive", "retry_amplification_positive"}
+	var spans []schema.Span
+	golden := map[schema.TraceID][]string{}
+	for _, name := range fixtures {
+		f := fixtureSpans(t, name)
+		spans = append(spans, f...)
+		golden[f[0].TraceID] = goldenIDs(t, name)
+	}
+	require.Len(t, golden, len(fixtures), "one trace per fixture")
+	p.roundSpans = 1 // a round a trace
+	require.NoError(t, s.WriteSpans(context.Background(), "in", spans))
+	p.Spans(spans)
+	clock = clock.Add(cfg.Assembly.Idle)
+	require.ErrorContains(t, p.process(context.Background(), false), "connection refused")
+
+	require.Len(t, s.sizes, len(fixtures), "every round tried once")
+	var want []string
+	for id, ids := range golden {
+		if id != s.failed {
+			want = append(want, ids...)
+		}
+	}
+	sort.Strings(want)
+	require.NotEmpty(t, want)
+	require.Equal(t, want, storedIDs(t, s), "the findings of every round but the failed one")
+	require.Zero(t, gaugeSeries(t, reg, "budgetd_analysis_analysing_spans")["//"])
 }
