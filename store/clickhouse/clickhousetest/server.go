@@ -164,9 +164,18 @@ func (s *Server) Start() error {
 		c, err := d.DialContext(ctx, "tcp", s.Addr())
 		if err == nil {
 			c.Close()
-			// Keep the reaper: Stop waits on it.
-			s.waitCh = exited
-			return nil
+			// Only the server's own listener will do: a stranger on the
+			// port leaves the server to exit (ErrPortTaken).
+			if ours, err := listensOn(cmd.Process.Pid, s.tcpPort); err != nil {
+				_ = cmd.Process.Kill()
+				<-exited
+				s.cmd = nil
+				return fmt.Errorf("clickhouse-server's listener: %w", err)
+			} else if ours {
+				// Keep the reaper: Stop waits on it.
+				s.waitCh = exited
+				return nil
+			}
 		}
 		select {
 		case err := <-exited:
