@@ -303,9 +303,9 @@ func (p *Pipeline) analyse(ctx context.Context, now time.Time, due []analyze.Ass
 	// the whole round (analyze.Analyzer.Round). Each trace is built only
 	// when its turn comes, and the hops come in one slice to write as is.
 	results, hops := p.analyzer.Round(len(due), func(i int) *schema.Trace {
-		if spans, ok := merged[i]; ok {
+		if complete, ok := merged[i]; ok {
 			delete(merged, i)
-			return schema.NewTrace(spans)
+			return schema.NewTrace(complete)
 		}
 		return schema.NewTrace(due[i].Spans())
 	}, spans, now)
