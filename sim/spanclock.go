@@ -2,19 +2,26 @@ package sim
 
 import (
 	"context"
-
-	"go.opentelemetry.io/otel/trace"
+	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/budgetd/budgetd/budget"
 )
 
 // spanClock is a span processor that hands the recorder the instant each
-// bound span ended, as the instrumentation stamped it. The ground truth
-// then measures a call's give-up and a hop's end at the very instants
+// bound span ended, as the instrumentation stamped it, and the instant of
+// its first budget.cancelled event. The ground truth then measures a
+// call's give-up, a hop's cancellation and a hop's end at the very instants
 // budgetd reads from the spans, rather than at a clock reading the
 // simulator takes afterwards: on a loaded machine the goroutine that takes
 // that reading can be descheduled for several milliseconds between the two,
 // which made the truth and budgetd judge one overrun on different figures.
+// (The budget middleware and the simulator's own watcher observe one
+// cancellation in two callbacks, which can run milliseconds apart: a
+// 0.6 ms overrun after the watcher's reading was 5.0 ms after the span's
+// event, a false orphaned_work by the truth's account.)
 //
 // OnEnd runs synchronously inside span.End, before the span is queued for
 // export.
@@ -25,7 +32,14 @@ var _ sdktrace.SpanProcessor = spanClock{}
 func (c spanClock) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
 
 func (c spanClock) OnEnd(s sdktrace.ReadOnlySpan) {
-	c.rec.spanEnded(s.SpanContext().SpanID(), s.EndTime())
+	var cancelled time.Time
+	for _, e := range s.Events() {
+		if e.Name == budget.EventCancelled {
+			cancelled = e.Time
+			break
+		}
+	}
+	c.rec.spanEnded(s.SpanContext().SpanID(), s.EndTime(), cancelled)
 }
 
 func (c spanClock) Shutdown(context.Context) error   { return nil }

@@ -179,6 +179,7 @@ type invRec struct {
 	budgetMs       float64   // received budget in real ms; NaN when none
 	rejected       bool      // refused by the budget middleware
 	spanEnd        bool      // end is the SERVER span's own end time (spanClock)
+	spanCancel     bool      // cancelAt is the SERVER span's budget.cancelled event (spanClock)
 }
 
 // reqRec is one request of the client.
@@ -237,8 +238,9 @@ func (r *recorder) startInvocation(req, hop, call int, budgetMs float64, at time
 	return len(r.invs)
 }
 
-// endInvocation records how invocation id ended; at is its end unless its
-// SERVER span's own end time is known already.
+// endInvocation records how invocation id ended; at is its end and
+// cancelAt when it saw its request cancelled, unless its SERVER span's own
+// readings of them are known already.
 func (r *recorder) endInvocation(id int, at, cancelAt time.Time, rejected bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -246,12 +248,17 @@ func (r *recorder) endInvocation(id int, at, cancelAt time.Time, rejected bool) 
 	if !inv.spanEnd {
 		inv.end = at
 	}
-	inv.cancelAt, inv.rejected = cancelAt, rejected
+	if !inv.spanCancel {
+		inv.cancelAt = cancelAt
+	}
+	inv.rejected = rejected
 }
 
 // spanEnded records that span id ended at end: for a bound span, that is
 // the end of its call attempt or invocation, whatever was recorded before.
-func (r *recorder) spanEnded(id trace.SpanID, end time.Time) {
+// A SERVER span's budget.cancelled event (cancelled, zero when it has none)
+// is likewise its invocation's cancellation.
+func (r *recorder) spanEnded(id trace.SpanID, end, cancelled time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	of, ok := r.spans[id]
@@ -263,7 +270,11 @@ func (r *recorder) spanEnded(id trace.SpanID, end time.Time) {
 	case of.call > 0:
 		r.calls[of.call-1].end = end
 	case of.inv > 0:
-		r.invs[of.inv-1].end, r.invs[of.inv-1].spanEnd = end, true
+		inv := &r.invs[of.inv-1]
+		inv.end, inv.spanEnd = end, true
+		if !cancelled.IsZero() {
+			inv.cancelAt, inv.spanCancel = cancelled, true
+		}
 	}
 }
 
