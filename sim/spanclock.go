@@ -10,16 +10,16 @@ import (
 	"github.com/budgetd/budgetd/budget"
 )
 
-// spanClock is a span processor that hands the recorder the instant each
-// bound span ended, as the instrumentation stamped it, and the instant of
-// its first budget.cancelled event. The ground truth then measures a
-// call's give-up, a hop's cancellation and a hop's end at the very instants
-// budgetd reads from the spans, rather than at a clock reading the
-// simulator takes afterwards: on a loaded machine the goroutine that takes
-// that reading can be descheduled for several milliseconds between the two,
-// which made the truth and budgetd judge one overrun on different figures.
-// (The budget middleware and the simulator's own watcher observe one
-// cancellation in two callbacks, which can run milliseconds apart: a
+// spanClock is a span processor that hands the recorder what each bound
+// span recorded: when it started and ended, as the instrumentation stamped
+// it, and its first budget.cancelled event. The ground truth then measures
+// a call's give-up and a hop's start, cancellation and end at the very
+// instants budgetd reads from the spans, rather than at a clock reading the
+// simulator takes before or after them: on a loaded machine the goroutine
+// that takes that reading can be descheduled for several milliseconds in
+// between, which made the truth and budgetd judge one overrun on different
+// figures. (The budget middleware and the simulator's own watcher observe
+// one cancellation in two callbacks, which can run milliseconds apart: a
 // 0.6 ms overrun after the watcher's reading was 5.0 ms after the span's
 // event, a false orphaned_work by the truth's account.)
 //
@@ -32,14 +32,20 @@ var _ sdktrace.SpanProcessor = spanClock{}
 func (c spanClock) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
 
 func (c spanClock) OnEnd(s sdktrace.ReadOnlySpan) {
-	var cancelled time.Time
+	read := spanReadings{start: s.StartTime(), end: s.EndTime()}
 	for _, e := range s.Events() {
 		if e.Name == budget.EventCancelled {
-			cancelled = e.Time
+			read.cancelled = e.Time
 			break
 		}
 	}
-	c.rec.spanEnded(s.SpanContext().SpanID(), s.EndTime(), cancelled)
+	c.rec.spanEnded(s.SpanContext().SpanID(), read)
+}
+
+// spanReadings are the instants a span recorded; cancelled is zero when it
+// has no budget.cancelled event.
+type spanReadings struct {
+	start, end, cancelled time.Time
 }
 
 func (c spanClock) Shutdown(context.Context) error   { return nil }

@@ -178,7 +178,7 @@ type invRec struct {
 	cancelAt       time.Time // zero: no cancellation observed while it ran
 	budgetMs       float64   // received budget in real ms; NaN when none
 	rejected       bool      // refused by the budget middleware
-	spanEnd        bool      // end is the SERVER span's own end time (spanClock)
+	spanEnd        bool      // start and end are the SERVER span's own (spanClock)
 	spanCancel     bool      // cancelAt is the SERVER span's budget.cancelled event (spanClock)
 }
 
@@ -254,11 +254,13 @@ func (r *recorder) endInvocation(id int, at, cancelAt time.Time, rejected bool) 
 	inv.rejected = rejected
 }
 
-// spanEnded records that span id ended at end: for a bound span, that is
-// the end of its call attempt or invocation, whatever was recorded before.
-// A SERVER span's budget.cancelled event (cancelled, zero when it has none)
-// is likewise its invocation's cancellation.
-func (r *recorder) spanEnded(id trace.SpanID, end, cancelled time.Time) {
+// spanEnded records what span id recorded. For a bound CLIENT span, its
+// end is its call attempt's end, whatever was recorded before. For a bound
+// SERVER span, its start and end are its invocation's, and its
+// budget.cancelled event, when it has one, is the invocation's
+// cancellation. (A call's start stays the simulator's reading: its own
+// timer started then, before the CLIENT span did.)
+func (r *recorder) spanEnded(id trace.SpanID, read spanReadings) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	of, ok := r.spans[id]
@@ -268,12 +270,12 @@ func (r *recorder) spanEnded(id trace.SpanID, end, cancelled time.Time) {
 	delete(r.spans, id)
 	switch {
 	case of.call > 0:
-		r.calls[of.call-1].end = end
+		r.calls[of.call-1].end = read.end
 	case of.inv > 0:
 		inv := &r.invs[of.inv-1]
-		inv.end, inv.spanEnd = end, true
-		if !cancelled.IsZero() {
-			inv.cancelAt, inv.spanCancel = cancelled, true
+		inv.start, inv.end, inv.spanEnd = read.start, read.end, true
+		if !read.cancelled.IsZero() {
+			inv.cancelAt, inv.spanCancel = read.cancelled, true
 		}
 	}
 }
