@@ -14,9 +14,9 @@ import (
 )
 
 // TestSpanClockTakesTheSpansReadings checks that the truth judges a hop's
-// overrun from the instants its SERVER span records (its end and its
-// budget.cancelled event), not from the simulator's later readings of the
-// same instants, which is what budgetd sees.
+// overrun from the instants its SERVER span records (its start, its end
+// and its budget.cancelled event), which are what budgetd sees, not from
+// the simulator's later readings of the same instants.
 func TestSpanClockTakesTheSpansReadings(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	at := func(ms float64) time.Time { return t0.Add(time.Duration(ms * float64(time.Millisecond))) }
