@@ -37,6 +37,16 @@ type Durability interface {
 	Stalled() error
 }
 
+// CopyingDurability is a Durability whose Commit copies what it keeps of
+// the spans before it returns, whatever it returns (the write-ahead log
+// encodes them into its record), so the caller may reuse the spans'
+// memory, their strings' included, as soon as Commit has returned.
+type CopyingDurability interface {
+	Durability
+	// CommitCopies only marks the guarantee.
+	CommitCopies()
+}
+
 // ErrOverloaded is returned by Commit when the spans do not fit. It is
 // momentary: the handlers answer 503 / UNAVAILABLE with a retry delay.
 var ErrOverloaded = errors.New("ingest queue full")

@@ -38,7 +38,7 @@ type Durable struct {
 	writingSince time.Time
 }
 
-var _ Durability = (*Durable)(nil)
+var _ CopyingDurability = (*Durable)(nil)
 
 // Counters count what the drainer did.
 type Counters struct {
@@ -188,6 +188,11 @@ var recordBuffers = sync.Pool{New: func() any { return new([]byte) }}
 func (d *Durable) Commit(ctx context.Context, spans []schema.Span) error {
 	return d.seen.commit(spans, func(fresh []schema.Span) error { return d.commit(ctx, fresh) })
 }
+
+// CommitCopies implements CopyingDurability: Commit encodes the spans into
+// a log record (or refuses them) before it returns, and keeps nothing else
+// of them; the drainer reads them back from the log.
+func (d *Durable) CommitCopies() {}
 
 // commit appends spans to the log.
 func (d *Durable) commit(ctx context.Context, spans []schema.Span) error {

@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"math"
 	"strconv"
+	"sync"
+	"unsafe"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -24,9 +26,30 @@ import (
 // them is held; every holder past the request copies what it keeps (the
 // write-ahead log encodes them, assembly compacts them).
 func (c *Converter) ConvertProto(msg []byte) (ConvertResult, error) {
-	s := string(msg)
-	d := protoConverter{st: c.newState()}
-	d.res.Spans = make([]schema.Span, 0, countSpans(s))
+	return c.convertProto(string(msg), nil)
+}
+
+// ConvertProtoReusing is ConvertProto for a caller that is done with the
+// result, and every string and slice in it, before it calls release and
+// before msg's bytes change (ingest hands the spans to a Durability that
+// copies them on Commit: CopyingDurability). Nothing is copied: the
+// spans' strings are msg's bytes, and the spans and their attributes are
+// cut from buffers that release hands to the next request. That is most of
+// what a request allocates (the copy of msg, a span struct and an
+// attribute slice per span): garbage the collector would otherwise scan
+// for and sweep at every rate budgetd takes.
+func (c *Converter) ConvertProtoReusing(msg []byte) (res ConvertResult, release func(), err error) {
+	b := reusables.Get().(*reusable)
+	res, err = c.convertProto(unsafe.String(unsafe.SliceData(msg), len(msg)), b)
+	if cap(res.Spans) > cap(b.spans) {
+		b.spans = res.Spans[:0] // the count fell short and the spans grew
+	}
+	return res, b.release, err
+}
+
+func (c *Converter) convertProto(s string, b *reusable) (ConvertResult, error) {
+	d := protoConverter{st: c.newState(), reuse: b}
+	d.res.Spans = d.newSpans(countSpans(s))
 	r := fieldReader{s: s}
 	for r.next() {
 		if r.num != 1 {
@@ -44,6 +67,62 @@ func (c *Converter) ConvertProto(msg []byte) (ConvertResult, error) {
 	d.res.Rejected = d.st.stats.Rejected()
 	d.res.RejectReason = d.st.stats.RejectReason()
 	return d.res, nil
+}
+
+// reusable is the memory of one ConvertProtoReusing call, kept for the
+// next one.
+type reusable struct {
+	spans []schema.Span
+	attrs []schema.Attr // cut front to back; its length is what is taken
+}
+
+var reusables = sync.Pool{New: func() any { return new(reusable) }}
+
+// Past these sizes a request's buffers are dropped, not kept: one huge
+// request must not leave its memory to every later one (ingest's limits
+// allow requests of millions of attributes).
+const (
+	maxReusableSpans = 1 << 16
+	maxReusableAttrs = 1 << 18
+)
+
+// release clears what the call used, so the pool does not keep the
+// request's bytes reachable, and puts b back for the next call.
+func (b *reusable) release() {
+	clear(b.spans[:cap(b.spans)])
+	clear(b.attrs)
+	b.spans, b.attrs = b.spans[:0], b.attrs[:0]
+	if cap(b.spans) <= maxReusableSpans && cap(b.attrs) <= maxReusableAttrs {
+		reusables.Put(b)
+	}
+}
+
+// newSpans returns an empty span slice with room for n.
+func (d *protoConverter) newSpans(n int) []schema.Span {
+	if d.reuse == nil {
+		return make([]schema.Span, 0, n)
+	}
+	if d.reuse.spans == nil || cap(d.reuse.spans) < n {
+		d.reuse.spans = make([]schema.Span, 0, n)
+	}
+	return d.reuse.spans[:0]
+}
+
+// newAttrs returns n zero attributes, at their final capacity: pending
+// values point into them (converter.flush).
+func (d *protoConverter) newAttrs(n int) schema.Attributes {
+	b := d.reuse
+	if b == nil {
+		return make(schema.Attributes, n)
+	}
+	if len(b.attrs)+n > cap(b.attrs) {
+		// A new buffer, twice as large; the attributes already cut keep
+		// the old one alive until the request is done.
+		b.attrs = make([]schema.Attr, 0, max(2*cap(b.attrs), n, 1024))
+	}
+	at := len(b.attrs)
+	b.attrs = b.attrs[:at+n]
+	return b.attrs[at : at+n : at+n]
 }
 
 // countSpans counts the spans msg holds, deprecated scope spans included,
@@ -79,6 +158,9 @@ func each(msg string, num int32, f func(body string)) {
 type protoConverter struct {
 	st  converter
 	res ConvertResult
+	// reuse, when set, is where the spans and attributes are cut from
+	// (ConvertProtoReusing).
+	reuse *reusable
 	// kvs holds the attributes of the resource or span being converted,
 	// nested those of one of its events or links: scratch space reused
 	// for every one of them.
@@ -647,7 +729,7 @@ func (d *protoConverter) attrs(kvs []wireKV, limit int) schema.Attributes {
 	st := &d.st
 	keep := min(n, limit)
 	st.stats.DroppedAttrs += n - keep
-	out := make(schema.Attributes, keep)
+	out := d.newAttrs(keep)
 	for i := range out {
 		out[i].Key = st.cut(kvs[i].key, st.lim.MaxAttrKeyBytes, &st.stats.TruncatedKeys)
 		d.value(&out[i], kvs[i].value)

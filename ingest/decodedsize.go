@@ -3,7 +3,9 @@ package ingest
 import "google.golang.org/protobuf/encoding/protowire"
 
 // Converting a request takes more memory than its protobuf: the copy of
-// the request the spans' strings are cut from, a span struct per span, an
+// the request the spans' strings are cut from (or, behind the write-ahead
+// log, the received request itself, held until it is committed:
+// ConvertProtoReusing), a span struct per span, an
 // attribute struct per attribute (40 bytes, where an empty attribute is 4
 // bytes on the wire), and the text of every number. The in-flight budget
 // charges what the converted request will take, estimated from the message

@@ -180,6 +180,22 @@ func (s *Server) warnOverloaded(transport string) {
 	}
 }
 
+// convertProto converts an OTLP/protobuf request for s. When s's
+// Durability copies on Commit, the result borrows msg and reused buffers
+// until release is called (ConvertProtoReusing); otherwise it is a copy and
+// release does nothing. Either way release is called once the result is no
+// longer used, and msg is not changed before then.
+func (s *Server) convertProto(msg []byte) (ConvertResult, func(), error) {
+	if s.reuseRequests {
+		return s.conv.ConvertProtoReusing(msg)
+	}
+	res, err := s.conv.ConvertProto(msg)
+	return res, noRelease, err
+}
+
+// noRelease is the release of a result that borrows nothing.
+func noRelease() {}
+
 // export is the one export path both transports share once they have
 // decoded and converted a request: make the valid spans durable (the write
 // path hands them to the analysis), and build the response, with

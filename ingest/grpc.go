@@ -133,14 +133,23 @@ func (s *Server) exportGRPCRequest(ctx context.Context, dec func(any) error) (*r
 		in.free()
 		return nil, outcomeOverloaded, s.grpcError(err)
 	}
-	res, err := s.conv.ConvertProto(data)
-	// The conversion copies what it keeps, so gRPC's buffer can go back now.
-	in.free()
+	res, release, err := s.convertProto(data)
+	if !s.reuseRequests {
+		// The conversion copied what it keeps, so gRPC's buffer can go
+		// back now.
+		in.free()
+	}
 	if err != nil {
+		release()
+		in.free()
 		return nil, outcomeMalformed, s.grpcError(fail(outcomeMalformed, fmt.Errorf("decode otlp/protobuf: %w", err)))
 	}
 
 	resp, o, err := s.export(ctx, res, transportGRPC)
+	// Commit has copied the spans (or refused them): their memory, gRPC's
+	// buffer included, can go to the next request.
+	release()
+	in.free()
 	if err != nil {
 		return nil, o, s.grpcError(fail(o, err))
 	}

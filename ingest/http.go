@@ -182,10 +182,11 @@ func (s *Server) exportHTTP(w http.ResponseWriter, r *http.Request) outcome {
 	// never a slot, and ingest.http.read_timeout cuts it off.
 	in := &budgetReader{budget: s.inflight}
 	defer func() { s.inflight.release(in.reserved) }()
-	res, err := s.readHTTPRequest(w, r, enc, in)
+	res, release, err := s.readHTTPRequest(w, r, enc, in)
 	if err != nil {
 		return s.writeHTTPError(w, enc, err)
 	}
+	defer release()
 	if !s.acquire(s.httpSlots) {
 		return s.writeHTTPError(w, enc, fail(outcomeOverloaded, errors.New("too many concurrent requests")))
 	}
@@ -216,11 +217,13 @@ func (s *Server) exportHTTP(w http.ResponseWriter, r *http.Request) outcome {
 // readHTTPRequest reads, decompresses and decodes the body. The body is
 // read through a limit of max_request_bytes+1 both on the wire and after
 // decompression, so a small body that inflates to gigabytes costs at most
-// the limit in memory before it is refused.
-func (s *Server) readHTTPRequest(w http.ResponseWriter, r *http.Request, enc bodyEncoding, body *budgetReader) (ConvertResult, error) {
+// the limit in memory before it is refused. The result may borrow the
+// body's memory (convertProto): release gives it back once the result is
+// no longer used.
+func (s *Server) readHTTPRequest(w http.ResponseWriter, r *http.Request, enc bodyEncoding, body *budgetReader) (ConvertResult, func(), error) {
 	limit := s.cfg.HTTP.MaxRequestBytes
 	if r.ContentLength > limit {
-		return ConvertResult{}, fail(outcomeTooLarge,
+		return ConvertResult{}, nil, fail(outcomeTooLarge,
 			fmt.Errorf("request body of %d bytes is over the limit of %d bytes", r.ContentLength, limit))
 	}
 	wire := &countingReader{r: http.MaxBytesReader(w, r.Body, limit)}
@@ -228,7 +231,7 @@ func (s *Server) readHTTPRequest(w http.ResponseWriter, r *http.Request, enc bod
 
 	src, closeSrc, err := s.decompressor(r.Header.Get("Content-Encoding"), wire)
 	if err != nil {
-		return ConvertResult{}, readError(err, wire, limit)
+		return ConvertResult{}, nil, readError(err, wire, limit)
 	}
 	defer closeSrc()
 
@@ -237,11 +240,23 @@ func (s *Server) readHTTPRequest(w http.ResponseWriter, r *http.Request, enc bod
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			s.m.receiveTimeouts.WithLabelValues(transportHTTP).Inc()
 		}
-		return ConvertResult{}, readError(err, wire, limit)
+		return ConvertResult{}, nil, readError(err, wire, limit)
 	}
-	defer s.buffers.put(buf)
+	res, done, err := s.decodeHTTPBody(buf, enc, body, limit)
+	if err != nil {
+		done()
+		s.buffers.put(buf)
+		return ConvertResult{}, nil, err
+	}
+	return res, func() { done(); s.buffers.put(buf) }, nil
+}
+
+// decodeHTTPBody checks the decompressed body buf against the limits,
+// charges what decoding it takes and decodes it (convertHTTPBody). Its
+// release is never nil.
+func (s *Server) decodeHTTPBody(buf []byte, enc bodyEncoding, body *budgetReader, limit int64) (ConvertResult, func(), error) {
 	if int64(len(buf)) > limit {
-		return ConvertResult{}, fail(outcomeTooLarge,
+		return ConvertResult{}, noRelease, fail(outcomeTooLarge,
 			fmt.Errorf("request body is over the limit of %d bytes after decompression", limit))
 	}
 	s.m.requestBytes.WithLabelValues(transportHTTP, "decoded").Add(float64(len(buf)))
@@ -257,30 +272,30 @@ func (s *Server) readHTTPRequest(w http.ResponseWriter, r *http.Request, enc bod
 		decoded = decodedSize(buf)
 	}
 	if !body.reserveTotal(s.inflight.clamp(decoded)) {
-		return ConvertResult{}, fail(outcomeOverloaded, errBudgetFull)
+		return ConvertResult{}, noRelease, fail(outcomeOverloaded, errBudgetFull)
 	}
 	if err := s.admit(protoBytes, transportHTTP); err != nil {
-		return ConvertResult{}, err
+		return ConvertResult{}, noRelease, err
 	}
 	return s.convertHTTPBody(buf, enc)
 }
 
 // convertHTTPBody decodes and converts an OTLP ExportTraceServiceRequest.
-// The result shares no memory with body, which is reused for the next
-// request.
-func (s *Server) convertHTTPBody(body []byte, enc bodyEncoding) (ConvertResult, error) {
+// A protobuf body's result may borrow body until release (convertProto);
+// a JSON body's shares no memory with it.
+func (s *Server) convertHTTPBody(body []byte, enc bodyEncoding) (ConvertResult, func(), error) {
 	if enc == encodingJSON {
 		td, err := unmarshalJSON(body)
 		if err != nil {
-			return ConvertResult{}, fail(outcomeMalformed, fmt.Errorf("decode otlp/json: %w", err))
+			return ConvertResult{}, noRelease, fail(outcomeMalformed, fmt.Errorf("decode otlp/json: %w", err))
 		}
-		return s.conv.Convert(td), nil
+		return s.conv.Convert(td), noRelease, nil
 	}
-	res, err := s.conv.ConvertProto(body)
+	res, release, err := s.convertProto(body)
 	if err != nil {
-		return ConvertResult{}, fail(outcomeMalformed, fmt.Errorf("decode otlp/protobuf: %w", err))
+		return ConvertResult{}, release, fail(outcomeMalformed, fmt.Errorf("decode otlp/protobuf: %w", err))
 	}
-	return res, nil
+	return res, release, nil
 }
 
 // decompressor returns a reader of the decompressed body for a

@@ -40,12 +40,15 @@ type Settings struct {
 // drop-in target for the OpenTelemetry Collector's otlp and otlphttp
 // exporters and for the OpenTelemetry SDKs' exporters.
 type Server struct {
-	cfg      Config
-	log      *slog.Logger
-	conv     *Converter
-	dur      durable.Durability
-	m        *serverMetrics
-	throttle *logthrottle.Throttle
+	cfg  Config
+	log  *slog.Logger
+	conv *Converter
+	dur  durable.Durability
+	// reuseRequests says that dur copies the spans on Commit, so a
+	// request's memory is reused once it is committed (convertProto).
+	reuseRequests bool
+	m             *serverMetrics
+	throttle      *logthrottle.Throttle
 	// tokens are ingest.auth's bearer tokens; nil accepts every request.
 	tokens *security.Tokens
 	// httpTLS is the OTLP/HTTP listener's TLS; nil serves plaintext.
@@ -105,6 +108,7 @@ func New(cfg Config, set Settings) (*Server, error) {
 		inflight:  &byteBudget{max: cfg.MaxInFlightBytes, gauge: m.inflightBytes},
 		zstd:      newZstdCompressor(),
 	}
+	_, s.reuseRequests = set.Durability.(durable.CopyingDurability)
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}

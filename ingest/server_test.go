@@ -5,6 +5,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/budgetd/budgetd/durable"
+	"github.com/budgetd/budgetd/ingest/ingesttest"
 	"github.com/budgetd/budgetd/schema"
 	"github.com/budgetd/budgetd/store"
 )
@@ -649,4 +651,49 @@ func TestSpanTimeWindow(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 2*inside, n, "the spans inside the window are stored")
 	require.Equal(t, float64(2*(101-inside)), metricValue(t, ts, "budgetd_ingest_spans_rejected_total", map[string]string{"reason": "outside_time_window"}))
+}
+
+// TestRequestMemoryReusedBehindTheLogOnly checks that a request's memory
+// is reused for the next request only where Commit copies the spans (the
+// write-ahead log encodes them), and that the analysis gets every span as
+// it was sent either way. The batch mode hands the committed spans
+// themselves to the analysis: reusing their memory there would overwrite
+// spans the analysis still holds, which the first request's comparison,
+// made after the later requests, would see.
+func TestRequestMemoryReusedBehindTheLogOnly(t *testing.T) {
+	for _, mode := range []string{durable.ModeWAL, durable.ModeBatch} {
+		t.Run(mode, func(t *testing.T) {
+			st := openEmbedded(t)
+			sink := &recordingSink{spans: make(chan []schema.Span, 100)}
+			dir := t.TempDir()
+			dcfg := testBatch(t)
+			dcfg.Mode = mode
+			dcfg.WAL.Dir = filepath.Join(dir, "wal")
+			d, err := durable.Open(dcfg, durable.Settings{Logger: testLogger(t), Store: st, Sink: sink})
+			require.NoError(t, err)
+			ts := startServerWith(t, testConfig(), Settings{Durability: d}, nil)
+			require.Equal(t, mode == durable.ModeWAL, ts.reuseRequests)
+
+			conv := newTestConverter(t, DefaultLimits())
+			var want []schema.Span
+			conn := dialGRPC(t, ts)
+			for i := range 6 {
+				td := ingesttest.Spans(int64(i+1), 200)
+				want = append(want, conv.Convert(td).Spans...)
+				body := encode(t, td, encodingProtobuf)
+				if i%2 == 0 {
+					_, err := exportRaw(t, conn, body, "")
+					require.NoError(t, err)
+				} else {
+					a := post(t, ts, http.MethodPost, tracesPath, contentTypeProtobuf, "", body)
+					require.Equal(t, http.StatusOK, a.status)
+				}
+			}
+			var got []schema.Span
+			for len(got) < len(want) {
+				got = append(got, <-sink.spans...)
+			}
+			require.Equal(t, want, got)
+		})
+	}
 }
