@@ -243,10 +243,12 @@ func (s *Server) readHTTPRequest(w http.ResponseWriter, r *http.Request, enc bod
 		return ConvertResult{}, nil, readError(err, wire, limit)
 	}
 	res, done, err := s.decodeHTTPBody(buf, enc, body, limit)
-	if err != nil {
+	if err != nil || enc != encodingProtobuf || !s.reuseRequests {
+		// Nothing borrows the body: it goes back now, not after the
+		// commit.
 		done()
 		s.buffers.put(buf)
-		return ConvertResult{}, nil, err
+		return res, noRelease, err
 	}
 	return res, func() { done(); s.buffers.put(buf) }, nil
 }
