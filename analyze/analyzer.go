@@ -147,10 +147,13 @@ func (a *Analyzer) Round(n int, trace func(i int) *schema.Trace, spans int, now 
 	if a.cfg.Infer.Enabled {
 		est = func(k edgeKey) (Estimate, bool) { return a.estimate(k, now) }
 	}
+	var nodes nodeArena
 	for from := 0; from < n; from += inferChunk {
+		nodes.reset() // the previous chunk's views are done with
 		views := make([]*view, min(n-from, inferChunk))
 		for i := range views {
-			views[i] = newView(trace(from+i), a.cfg)
+			t := trace(from + i)
+			views[i] = newView(t, a.cfg, nodes.take(len(t.Spans)))
 		}
 		a.recordWaits(views, now)
 		for _, v := range views {
@@ -164,6 +167,31 @@ func (a *Analyzer) Round(n int, trace func(i int) *schema.Trace, spans int, now 
 	}
 	return out, hops
 }
+
+// nodeArena hands out the views' nodes of one chunk of a round from one
+// slice, taken back whole when the next chunk starts: a round's nodes were
+// its largest allocation (a node is 488 bytes a span;
+// docs/performance.md, step 44).
+type nodeArena struct {
+	buf  []node
+	used int
+}
+
+// take returns n zeroed nodes. When buf is short it is replaced by a larger
+// one; the views holding the old one keep it until they are done.
+func (a *nodeArena) take(n int) []node {
+	if a.used+n > len(a.buf) {
+		a.buf = make([]node, max(2*len(a.buf), n))
+		a.used = 0
+	}
+	nodes := a.buf[a.used : a.used+n : a.used+n]
+	a.used += n
+	clear(nodes)
+	return nodes
+}
+
+// reset takes every node back.
+func (a *nodeArena) reset() { a.used = 0 }
 
 // detect runs the per-trace detectors. The view is finished (finish).
 func (v *view) detect(now time.Time, p50 p50Func) Result {

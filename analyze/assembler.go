@@ -100,11 +100,18 @@ type Assembled struct {
 func (t *Assembled) Len() int { return len(t.held) }
 
 // Spans returns the trace's spans as Compact keeps them, unpacked anew at
-// each call.
+// each call. The spans' attributes share one slice, each span's capped at
+// its own: one allocation a trace rather than one a span.
 func (t *Assembled) Spans() []schema.Span {
+	n := 0
+	for i := range t.held {
+		n += t.held[i].attrCount()
+	}
+	attrs := make(schema.Attributes, n)
 	spans := make([]schema.Span, len(t.held))
 	for i := range t.held {
-		spans[i] = t.held[i].span(t.ID)
+		spans[i] = t.held[i].span(t.ID, attrs)
+		attrs = attrs[len(spans[i].Attrs):]
 	}
 	return spans
 }

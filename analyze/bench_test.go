@@ -82,10 +82,10 @@ func BenchmarkDetectors(b *testing.B) {
 	b.Run("prepare", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			newView(tr, cfg).finish(nil, nil)
+			newView(tr, cfg, nil).finish(nil, nil)
 		}
 	})
-	v := newView(tr, cfg)
+	v := newView(tr, cfg, nil)
 	v.finish(nil, nil)
 	detectors := []struct {
 		name string
@@ -135,7 +135,7 @@ func BenchmarkManyFailedSiblings(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		newView(tr, cfg)
+		newView(tr, cfg, nil)
 	}
 }
 

@@ -113,8 +113,10 @@ func (h *heldSpan) bytes() int64 {
 }
 
 // span returns Compact's span for h, of trace. Its strings share h's
-// packed string; only its attribute and event slices are allocated.
-func (h *heldSpan) span(trace schema.TraceID) schema.Span {
+// packed string. Its attributes are cut from the front of attrs when it
+// has room for them (attrCount), capped so that an append to them cannot
+// reach what follows, and allocated otherwise; its events are allocated.
+func (h *heldSpan) span(trace schema.TraceID, attrs schema.Attributes) schema.Span {
 	u := unpacker{s: h.packed}
 	s := schema.Span{
 		TraceID: trace, SpanID: h.spanID, ParentSpanID: h.parentSpanID,
@@ -123,7 +125,11 @@ func (h *heldSpan) span(trace schema.TraceID) schema.Span {
 		Kind: h.kind, StatusCode: h.statusCode,
 	}
 	if n := u.uvarint(); n > 0 {
-		s.Attrs = make(schema.Attributes, n)
+		if len(attrs) >= n {
+			s.Attrs = attrs[:n:n]
+		} else {
+			s.Attrs = make(schema.Attributes, n)
+		}
 		for i := range s.Attrs {
 			key, typ := u.byte(), u.byte()
 			s.Attrs[i] = schema.Attr{Key: heldKeys[key], Type: schema.AttrType(typ), Value: u.str()}
@@ -140,6 +146,15 @@ func (h *heldSpan) span(trace schema.TraceID) schema.Span {
 		}
 	}
 	return s
+}
+
+// attrCount returns how many attributes h holds.
+func (h *heldSpan) attrCount() int {
+	u := unpacker{s: h.packed}
+	u.str()
+	u.str()
+	u.str()
+	return u.uvarint()
 }
 
 func appendStr(b []byte, s string) []byte {

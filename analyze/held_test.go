@@ -54,13 +54,25 @@ func TestHeldSpanIsCompact(t *testing.T) {
 				{TimeNs: 1<<64 - 1, Name: schema.EventCancelled, Attrs: schema.Attributes{schema.Str("other", "o"), schema.Str(schema.AttrCancelSource, long[:200])}},
 			}},
 	)
+	all := Assembled{ID: schema.TraceID{9}}
 	for i := range spans {
 		s := &spans[i]
 		s.TraceID, s.SpanID, s.ParentSpanID = schema.TraceID{byte(i), 1}, schema.SpanID{byte(i), 2}, schema.SpanID{byte(i), 3}
 		h, _ := hold(s, nil)
-		require.Equal(t, Compact(*s), h.span(s.TraceID), "span %d: %s %s", i, s.Service, s.Name)
+		require.Equal(t, Compact(*s), h.span(s.TraceID, nil), "span %d: %s %s", i, s.Service, s.Name)
+		all.held = append(all.held, h)
 	}
 	require.Greater(t, len(spans), 2_000)
+
+	// Unpacked together, the spans' attributes share one slice, each
+	// capped so that an append to one leaves the next alone.
+	unpacked := all.Spans()
+	for i := range spans {
+		want := Compact(spans[i])
+		want.TraceID = all.ID
+		require.Equal(t, want, unpacked[i], "span %d", i)
+		require.Equal(t, len(unpacked[i].Attrs), cap(unpacked[i].Attrs), "span %d", i)
+	}
 }
 
 // BenchmarkHold measures packing a realistic span as assembly does for

@@ -53,7 +53,7 @@ func Analyze(spans []schema.Span, now time.Time, cfg Config) Report {
 
 	views := make([]*view, 0, len(ids))
 	for _, id := range ids {
-		views = append(views, newView(schema.NewTrace(byTrace[id]), cfg))
+		views = append(views, newView(schema.NewTrace(byTrace[id]), cfg, nil))
 	}
 	// How long callers waited is gathered from every trace before any is
 	// judged, so inferred timeouts draw on all the input.

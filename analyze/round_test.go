@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"math/rand/v2"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -48,4 +49,47 @@ func TestRoundHopsAreTheResultsHops(t *testing.T) {
 			at += len(r.Hops)
 		}
 	}
+}
+
+// TestRoundReusesNodesCleanly: a round's chunks share their nodes
+// (nodeArena), so a span judged in a later chunk must not see what a span
+// of an earlier one left in its node. Every fixture's traces, repeated in
+// a shuffled order over several chunks and with the large ones making the
+// arena grow mid-chunk, give in one round what each gives judged alone in
+// the same order (inference off: it is the one thing a chunk shares).
+func TestRoundReusesNodesCleanly(t *testing.T) {
+	var ts []*schema.Trace
+	for _, f := range fixtures() {
+		byTrace := map[schema.TraceID][]schema.Span{}
+		var order []schema.TraceID
+		for _, s := range f.spans() {
+			if _, ok := byTrace[s.TraceID]; !ok {
+				order = append(order, s.TraceID)
+			}
+			byTrace[s.TraceID] = append(byTrace[s.TraceID], s)
+		}
+		for _, id := range order {
+			ts = append(ts, schema.NewTrace(byTrace[id]))
+		}
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	var round []*schema.Trace
+	for len(round) < 3*inferChunk {
+		round = append(round, ts[rng.IntN(len(ts))])
+	}
+	require.Greater(t, len(round), 2*inferChunk)
+	cfg := testConfig()
+	cfg.Infer.Enabled = false
+
+	alone := New(cfg)
+	got := New(cfg).Traces(round, testNow)
+	findings := 0
+	for i, tr := range round {
+		want := alone.Trace(tr, testNow)
+		require.Equal(t, want.Findings, got[i].Findings, "trace %d", i)
+		require.Equal(t, want.Hops, got[i].Hops, "trace %d", i)
+		require.Equal(t, want.Skews, got[i].Skews, "trace %d", i)
+		findings += len(want.Findings)
+	}
+	require.Greater(t, findings, len(round)/4, "the round is mostly traces with findings")
 }

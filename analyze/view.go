@@ -121,14 +121,18 @@ type view struct {
 	hops    []schema.Hop
 }
 
-// newView prepares t for the detectors.
-func newView(t *schema.Trace, cfg Config) *view {
+// newView prepares t for the detectors, in nodes, one zeroed node a span
+// (nil: allocated).
+func newView(t *schema.Trace, cfg Config, nodes []node) *view {
+	if nodes == nil {
+		nodes = make([]node, len(t.Spans))
+	}
 	v := &view{
 		cfg:     cfg,
 		tolNs:   cfg.toleranceNs(),
 		t:       t,
 		traceID: t.ID.String(),
-		n:       make([]node, len(t.Spans)),
+		n:       nodes,
 	}
 	for i := range t.Spans {
 		s := &t.Spans[i]

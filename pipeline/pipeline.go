@@ -305,9 +305,9 @@ func (p *Pipeline) analyse(ctx context.Context, now time.Time, due []analyze.Ass
 	results, hops := p.analyzer.Round(len(due), func(i int) *schema.Trace {
 		if complete, ok := merged[i]; ok {
 			delete(merged, i)
-			return schema.NewTrace(complete)
+			return schema.NewTraceInPlace(complete)
 		}
-		return schema.NewTrace(due[i].Spans())
+		return schema.NewTraceInPlace(due[i].Spans())
 	}, spans, now)
 	// Stamped with the analysis time, so the store can tell this analysis
 	// from an earlier one of the same trace (see Hop.AnalyzedNs).
@@ -319,7 +319,7 @@ func (p *Pipeline) analyse(ctx context.Context, now time.Time, due []analyze.Ass
 		nFindings += len(res.Findings)
 	}
 	findings := make([]schema.Finding, 0, nFindings)
-	var fresh []schema.Finding // those not counted before (a re-analysis repeats ids)
+	fresh := make([]schema.Finding, 0, nFindings) // those not counted before (a re-analysis repeats ids)
 	for i, res := range results {
 		findings = append(findings, res.Findings...)
 		p.metrics.traces.Inc()

@@ -36,7 +36,16 @@ type Trace struct {
 // id of the first span is used). The slice is copied; the caller keeps it.
 // Building is iterative and O(n log n), so a trace shaped as one very deep
 // chain costs no more than a flat one.
-func NewTrace(spans []Span) *Trace {
+func NewTrace(spans []Span) *Trace { return newTrace(spans, false) }
+
+// NewTraceInPlace is NewTrace for a caller done with spans: the trace takes
+// the slice and puts it in order in place instead of copying it (unless it
+// holds duplicates), so the caller must not use it afterwards. The analysis
+// builds a trace for every span it judges; the copy was a tenth of what
+// the process allocated under load (docs/performance.md, step 44).
+func NewTraceInPlace(spans []Span) *Trace { return newTrace(spans, true) }
+
+func newTrace(spans []Span, inPlace bool) *Trace {
 	t := &Trace{Children: make(map[int][]int), index: make(map[SpanID]int, len(spans))}
 	if len(spans) == 0 {
 		return t
@@ -64,10 +73,17 @@ func NewTrace(spans []Span) *Trace {
 		}
 		return bytes.Compare(a.SpanID[:], b.SpanID[:])
 	})
-	t.Spans = make([]Span, len(order))
-	for k, i := range order {
-		t.Spans[k] = spans[i]
-		t.index[spans[i].SpanID] = k
+	if inPlace && t.Duplicates == 0 {
+		permute(spans, order)
+		t.Spans = spans
+	} else {
+		t.Spans = make([]Span, len(order))
+		for k, i := range order {
+			t.Spans[k] = spans[i]
+		}
+	}
+	for k := range t.Spans {
+		t.index[t.Spans[k].SpanID] = k
 	}
 
 	t.parent = make([]int, len(t.Spans))
@@ -86,6 +102,30 @@ func NewTrace(spans []Span) *Trace {
 	t.breakCycles()
 	t.buildChildren()
 	return t
+}
+
+// permute puts spans in order in place: the span at order[k] moves to k,
+// following each cycle of the permutation with one span set aside, so each
+// span moves once. order must be a permutation of spans' indexes; it is
+// left as the identity.
+func permute(spans []Span, order []int) {
+	for k := range order {
+		if order[k] == k {
+			continue
+		}
+		aside := spans[k]
+		j := k
+		for {
+			from := order[j]
+			order[j] = j
+			if from == k {
+				spans[j] = aside
+				break
+			}
+			spans[j] = spans[from]
+			j = from
+		}
+	}
 }
 
 // buildChildren fills Children from the parent links. All child lists share

@@ -2,6 +2,7 @@ package schema
 
 import (
 	"encoding/binary"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -204,6 +205,8 @@ func TestNewTrace(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			tr := NewTrace(tt.spans)
 			requireWellFormed(t, tr)
+			inPlace := NewTraceInPlace(slices.Clone(tt.spans))
+			require.Equal(t, tr, inPlace, "NewTraceInPlace builds what NewTrace does")
 			require.Equal(t, tt.wantOrder, ids(tr, indexes(len(tr.Spans))))
 			require.Equal(t, tt.wantRoots, ids(tr, tr.Roots))
 			require.Equal(t, tt.wantOrphans, ids(tr, tr.Orphans))
@@ -247,6 +250,40 @@ func TestNewTraceCopiesInput(t *testing.T) {
 	in[0].Name, in[1].ParentSpanID = "changed", SpanID{}
 	require.Empty(t, tr.Spans[0].Name)
 	require.Equal(t, sid(1), tr.Spans[1].ParentSpanID)
+}
+
+// TestNewTraceInPlaceTakesTheSlice: without duplicates the trace's spans
+// are the caller's slice, put in order; with them, a copy as NewTrace's.
+// Every shuffle of a trace, which makes cycles of every length, gives the
+// trace NewTrace builds.
+func TestNewTraceInPlaceTakesTheSlice(t *testing.T) {
+	in := []Span{ts(4, 2, 130), ts(3, 1, 120), ts(1, 0, 100), ts(2, 1, 110), ts(5, 2, 125)}
+	tr := NewTraceInPlace(in)
+	require.Same(t, &in[0], &tr.Spans[0])
+	require.Equal(t, []uint64{1, 2, 3, 5, 4}, ids(tr, indexes(len(in))))
+
+	dup := []Span{ts(2, 1, 110), ts(1, 0, 100), ts(2, 1, 110)}
+	tr = NewTraceInPlace(dup)
+	require.Equal(t, 1, tr.Duplicates)
+	require.Len(t, tr.Spans, 2)
+
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 200 {
+		n := 1 + rng.IntN(40)
+		spans := make([]Span, n)
+		for i := range spans {
+			parent := uint64(0)
+			if i > 0 {
+				parent = uint64(1 + rng.IntN(i))
+			}
+			spans[i] = ts(uint64(i+1), parent, uint64(100+rng.IntN(5*n)))
+		}
+		rng.Shuffle(n, func(i, j int) { spans[i], spans[j] = spans[j], spans[i] })
+		want := NewTrace(spans)
+		got := NewTraceInPlace(slices.Clone(spans))
+		requireWellFormed(t, got)
+		require.Equal(t, want, got)
+	}
 }
 
 func TestNewTraceLookupMissing(t *testing.T) {
