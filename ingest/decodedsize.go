@@ -144,34 +144,69 @@ func child(l level, num protowire.Number) (next level, cost int64, ok bool) {
 }
 
 // items sums the fixed costs of the items inside msg, a message at level l
-// and depth messages down from the request.
+// and depth messages down from the request. Every request is scanned
+// before it is admitted, every field of it, so the common shapes (a tag of
+// one byte, a varint of one byte, a fixed-size number, a length under 128)
+// are read in line and the rest by protowire: the sum is the one reading
+// every field with protowire gives (FuzzDecodedSize), in about half the
+// time (docs/performance.md, step 45).
 func items(msg []byte, l level, depth int) int64 {
 	if depth > maxScanDepth {
 		return int64(len(msg)) / 2 * decodedPerAttr
 	}
 	var sum int64
 	for len(msg) > 0 {
-		num, typ, n := protowire.ConsumeTag(msg)
-		if n < 0 {
-			return sum
-		}
-		msg = msg[n:]
-		if typ != protowire.BytesType {
-			n = protowire.ConsumeFieldValue(num, typ, msg)
-			if n < 0 {
+		var num protowire.Number
+		var typ protowire.Type
+		if b := msg[0]; b >= 1<<3 && b < 0x80 { // one byte: field 1 to 15
+			num, typ = protowire.Number(b>>3), protowire.Type(b&7)
+			msg = msg[1:]
+		} else {
+			var n int
+			if num, typ, n = protowire.ConsumeTag(msg); n < 0 {
 				return sum
 			}
 			msg = msg[n:]
-			continue
 		}
-		body, n := protowire.ConsumeBytes(msg)
-		if n < 0 {
+		var n int
+		switch typ {
+		case protowire.BytesType:
+			length := 0
+			if len(msg) > 0 && msg[0] < 0x80 {
+				length, n = int(msg[0]), 1
+			} else {
+				v, vn := protowire.ConsumeVarint(msg)
+				if vn < 0 || v > uint64(len(msg)-vn) {
+					return sum
+				}
+				length, n = int(v), vn
+			}
+			if length > len(msg)-n {
+				return sum
+			}
+			body := msg[n : n+length]
+			msg = msg[n+length:]
+			if next, cost, ok := child(l, num); ok {
+				sum += cost + items(body, next, depth+1)
+			}
+			continue
+		case protowire.VarintType:
+			if len(msg) > 0 && msg[0] < 0x80 {
+				n = 1
+			} else {
+				n = protowire.ConsumeFieldValue(num, typ, msg)
+			}
+		case protowire.Fixed64Type:
+			n = 8
+		case protowire.Fixed32Type:
+			n = 4
+		default: // groups, and wire types that do not exist
+			n = protowire.ConsumeFieldValue(num, typ, msg)
+		}
+		if n < 0 || n > len(msg) {
 			return sum
 		}
 		msg = msg[n:]
-		if next, cost, ok := child(l, num); ok {
-			sum += cost + items(body, next, depth+1)
-		}
 	}
 	return sum
 }

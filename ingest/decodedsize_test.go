@@ -138,12 +138,69 @@ func mustMarshal(t testing.TB, td ptrace.Traces) []byte {
 }
 
 // FuzzDecodedSize checks that the scan takes any bytes, well-formed or
-// not, without failing, and never charges less than the bytes themselves.
+// not, without failing, never charges less than the bytes themselves, and
+// sums what reading every field with protowire sums (itemsByProtowire):
+// items reads the common shapes in line.
 func FuzzDecodedSize(f *testing.F) {
 	f.Add(mustMarshal(f, ingesttest.Spans(1, 20)))
 	f.Add([]byte{0x0a, 0x05, 0x12, 0x03, 0x12, 0x01, 0x4a})
 	f.Add([]byte{0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	// Spans whose attribute follows a field of each shape items reads in
+	// line or leaves to protowire, so that a shape read wrong miscounts.
+	attr := protowire.AppendBytes(protowire.AppendTag(nil, fieldSpanAttrs, protowire.BytesType), []byte{0x0a, 0x01, 'k'})
+	for _, field := range [][]byte{
+		protowire.AppendFixed32(protowire.AppendTag(nil, 16, protowire.Fixed32Type), 7), // a tag of two bytes
+		protowire.AppendFixed32(protowire.AppendTag(nil, 14, protowire.Fixed32Type), 7),
+		protowire.AppendFixed64(protowire.AppendTag(nil, 7, protowire.Fixed64Type), 7),
+		protowire.AppendVarint(protowire.AppendTag(nil, 6, protowire.VarintType), 2),
+		protowire.AppendVarint(protowire.AppendTag(nil, 6, protowire.VarintType), 300),
+		protowire.AppendBytes(protowire.AppendTag(nil, 5, protowire.BytesType), make([]byte, 200)), // a length of two bytes
+		protowire.AppendTag(protowire.AppendVarint(protowire.AppendTag(nil, 3, protowire.StartGroupType), 9), 3, protowire.EndGroupType),
+		protowire.AppendTag(nil, 4, protowire.EndGroupType),
+		{0x0e, 0x01}, // wire type 6
+		{0x00, 0x01}, // field 0
+		{0x39, 0x01}, // a fixed64 cut short
+	} {
+		span := append(append(append([]byte(nil), attr...), field...), attr...)
+		scope := protowire.AppendBytes(protowire.AppendTag(nil, fieldSpans, protowire.BytesType), span)
+		rs := protowire.AppendBytes(protowire.AppendTag(nil, fieldScopeSpans, protowire.BytesType), scope)
+		f.Add(protowire.AppendBytes(protowire.AppendTag(nil, fieldResourceSpans, protowire.BytesType), rs))
+	}
 	f.Fuzz(func(t *testing.T, msg []byte) {
 		require.GreaterOrEqual(t, decodedSize(msg), int64(len(msg)))
+		require.Equal(t, itemsByProtowire(msg, requestLevel, 0), items(msg, requestLevel, 0))
 	})
+}
+
+// itemsByProtowire is items reading every field with protowire, as it did
+// before it read the common shapes in line.
+func itemsByProtowire(msg []byte, l level, depth int) int64 {
+	if depth > maxScanDepth {
+		return int64(len(msg)) / 2 * decodedPerAttr
+	}
+	var sum int64
+	for len(msg) > 0 {
+		num, typ, n := protowire.ConsumeTag(msg)
+		if n < 0 {
+			return sum
+		}
+		msg = msg[n:]
+		if typ != protowire.BytesType {
+			n = protowire.ConsumeFieldValue(num, typ, msg)
+			if n < 0 {
+				return sum
+			}
+			msg = msg[n:]
+			continue
+		}
+		body, n := protowire.ConsumeBytes(msg)
+		if n < 0 {
+			return sum
+		}
+		msg = msg[n:]
+		if next, cost, ok := child(l, num); ok {
+			sum += cost + itemsByProtowire(body, next, depth+1)
+		}
+	}
+	return sum
 }
