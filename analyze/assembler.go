@@ -105,7 +105,7 @@ func (t *Assembled) Len() int { return len(t.held) }
 func (t *Assembled) Spans() []schema.Span {
 	n := 0
 	for i := range t.held {
-		n += t.held[i].attrCount()
+		n += int(t.held[i].attrs)
 	}
 	attrs := make(schema.Attributes, n)
 	spans := make([]schema.Span, len(t.held))

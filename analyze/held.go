@@ -34,6 +34,10 @@ type heldSpan struct {
 	packed               string
 	kind                 schema.SpanKind
 	statusCode           schema.StatusCode
+	// attrs is how many attributes packed holds, so that a trace's spans
+	// can be unpacked into one attribute slice without reading them twice
+	// (it sits in what was the struct's padding).
+	attrs uint32
 }
 
 // heldKeys are the attribute names Compact keeps: the budget attributes
@@ -104,6 +108,7 @@ func hold(s *schema.Span, buf []byte) (heldSpan, []byte) {
 		startNs: s.StartNs, endNs: s.EndNs,
 		packed: string(b),
 		kind:   s.Kind, statusCode: s.StatusCode,
+		attrs: uint32(attrs),
 	}, b
 }
 
@@ -114,7 +119,7 @@ func (h *heldSpan) bytes() int64 {
 
 // span returns Compact's span for h, of trace. Its strings share h's
 // packed string. Its attributes are cut from the front of attrs when it
-// has room for them (attrCount), capped so that an append to them cannot
+// has room for them (h.attrs), capped so that an append to them cannot
 // reach what follows, and allocated otherwise; its events are allocated.
 func (h *heldSpan) span(trace schema.TraceID, attrs schema.Attributes) schema.Span {
 	u := unpacker{s: h.packed}
@@ -146,15 +151,6 @@ func (h *heldSpan) span(trace schema.TraceID, attrs schema.Attributes) schema.Sp
 		}
 	}
 	return s
-}
-
-// attrCount returns how many attributes h holds.
-func (h *heldSpan) attrCount() int {
-	u := unpacker{s: h.packed}
-	u.str()
-	u.str()
-	u.str()
-	return u.uvarint()
 }
 
 func appendStr(b []byte, s string) []byte {

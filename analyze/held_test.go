@@ -60,6 +60,7 @@ func TestHeldSpanIsCompact(t *testing.T) {
 		s.TraceID, s.SpanID, s.ParentSpanID = schema.TraceID{byte(i), 1}, schema.SpanID{byte(i), 2}, schema.SpanID{byte(i), 3}
 		h, _ := hold(s, nil)
 		require.Equal(t, Compact(*s), h.span(s.TraceID, nil), "span %d: %s %s", i, s.Service, s.Name)
+		require.Equal(t, len(Compact(*s).Attrs), int(h.attrs), "span %d: attribute count", i)
 		all.held = append(all.held, h)
 	}
 	require.Greater(t, len(spans), 2_000)

@@ -54,9 +54,9 @@ func TestRoundHopsAreTheResultsHops(t *testing.T) {
 // TestRoundReusesNodesCleanly: a round's chunks share their nodes
 // (nodeArena), so a span judged in a later chunk must not see what a span
 // of an earlier one left in its node. Every fixture's traces, repeated in
-// a shuffled order over several chunks and with the large ones making the
-// arena grow mid-chunk, give in one round what each gives judged alone in
-// the same order (inference off: it is the one thing a chunk shares).
+// a shuffled order over three chunks (the arena grows while the first is
+// built), give in one round what each gives judged alone in the same order
+// (inference off: it is the one thing a chunk's traces share).
 func TestRoundReusesNodesCleanly(t *testing.T) {
 	var ts []*schema.Trace
 	for _, f := range fixtures() {

@@ -248,7 +248,10 @@ func (s *Server) readHTTPRequest(w http.ResponseWriter, r *http.Request, enc bod
 		// commit.
 		done()
 		s.buffers.put(buf)
-		return res, noRelease, err
+		if err != nil {
+			return ConvertResult{}, nil, err
+		}
+		return res, noRelease, nil
 	}
 	return res, func() { done(); s.buffers.put(buf) }, nil
 }
