@@ -67,22 +67,35 @@ func (c Config) validateFollow() error {
 	return nil
 }
 
-// MemoryConfig is the `memory` section: Go's soft memory limit for `budgetd
-// serve` (package memlimit). GOMEMLIMIT in the environment overrides it.
+// MemoryConfig is the `memory` section: Go's soft memory limit and its
+// collector's percent for `budgetd serve` (package memlimit). GOMEMLIMIT
+// and GOGC in the environment override them.
 type MemoryConfig struct {
 	// GoLimitBytes is the limit in bytes: 0 derives it from the
 	// configuration's bounds (memlimit.Choose), -1 sets none.
 	GoLimitBytes int64 `yaml:"go_limit_bytes"`
+	// GCPercent is GOGC: how far the heap may grow past the live heap
+	// before a collection, in percent. 0 chooses memlimit.DefaultGCPercent,
+	// -1 turns it off (then only the limit starts a collection).
+	GCPercent int `yaml:"gc_percent"`
 }
 
 // minGoLimitBytes is the least explicit limit accepted: below it Go would
 // collect continuously whatever the load.
 const minGoLimitBytes = 64 << 20
 
-// Validate checks memory.go_limit_bytes.
+// Validate checks memory.go_limit_bytes and memory.gc_percent.
 func (m MemoryConfig) Validate() error {
 	if m.GoLimitBytes < -1 || (m.GoLimitBytes > 0 && m.GoLimitBytes < minGoLimitBytes) {
 		return fmt.Errorf("memory.go_limit_bytes must be -1 (none), 0 (derived) or at least %d, not %d", minGoLimitBytes, m.GoLimitBytes)
+	}
+	if m.GCPercent < -1 {
+		return fmt.Errorf("memory.gc_percent must be -1 (off), 0 (budgetd's default) or a percent, not %d", m.GCPercent)
+	}
+	if m.GCPercent == -1 && m.GoLimitBytes == -1 {
+		// Go would never collect: the heap would grow until the process
+		// is killed.
+		return fmt.Errorf("memory.gc_percent -1 (off) needs a memory limit, and memory.go_limit_bytes is -1 (none)")
 	}
 	return nil
 }

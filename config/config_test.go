@@ -51,8 +51,11 @@ func TestLoad(t *testing.T) {
 			}},
 		{name: "cluster", yaml: "store: {engine: clickhouse, clickhouse: {dsn: 'clickhouse://h1:9000,h2:9000/x', cluster: c1}}\n",
 			check: func(t *testing.T, c Config) { require.Equal(t, "c1", c.Store.ClickHouse.Cluster) }},
-		{name: "memory", yaml: "memory: {go_limit_bytes: 1073741824}\n",
-			check: func(t *testing.T, c Config) { require.Equal(t, int64(1<<30), c.Memory.GoLimitBytes) }},
+		{name: "memory", yaml: "memory: {go_limit_bytes: 1073741824, gc_percent: 80}\n",
+			check: func(t *testing.T, c Config) {
+				require.Equal(t, int64(1<<30), c.Memory.GoLimitBytes)
+				require.Equal(t, 80, c.Memory.GCPercent)
+			}},
 		{name: "follow", yaml: "follow: {otel_traces: {source: 'clickhouse://h:9000/otel', settle: 30s, max_spans_per_poll: 7}}\n",
 			check: func(t *testing.T, c Config) {
 				f := c.Follow.OTelTraces
@@ -85,6 +88,14 @@ func TestValidateNamesKeys(t *testing.T) {
 	c := DefaultConfig()
 	c.Memory.GoLimitBytes = 1000
 	require.ErrorContains(t, c.Validate(), "memory.go_limit_bytes must be -1 (none), 0 (derived) or at least 67108864, not 1000")
+	c = DefaultConfig()
+	c.Memory.GCPercent = -2
+	require.ErrorContains(t, c.Validate(), "memory.gc_percent must be -1 (off), 0 (budgetd's default) or a percent, not -2")
+	c = DefaultConfig()
+	c.Memory.GCPercent, c.Memory.GoLimitBytes = -1, -1
+	require.ErrorContains(t, c.Validate(), "memory.gc_percent -1 (off) needs a memory limit")
+	c.Memory.GoLimitBytes = 0
+	require.NoError(t, c.Validate(), "off, with the derived limit")
 	c = DefaultConfig()
 	c.Analyze.Stream.Assembly.MaxTraces = 0
 	require.ErrorContains(t, c.Validate(), "analyze.assembly.max_traces must be > 0")

@@ -55,6 +55,26 @@ func TestApplySetsAndRestores(t *testing.T) {
 	require.Equal(t, before, debug.SetMemoryLimit(-1))
 }
 
+func TestChooseGCPercent(t *testing.T) {
+	require.Equal(t, GCChoice{Source: "GOGC"}, ChooseGCPercent("200", 80), "the environment wins")
+	require.Equal(t, GCChoice{Percent: 80, Source: "memory.gc_percent"}, ChooseGCPercent("", 80))
+	require.Equal(t, GCChoice{Percent: -1, Source: "memory.gc_percent"}, ChooseGCPercent("", -1), "off")
+	require.Equal(t, GCChoice{Percent: DefaultGCPercent, Source: "default"}, ChooseGCPercent("", 0))
+}
+
+func TestApplyGCSetsAndRestores(t *testing.T) {
+	before := GCPercent()
+	prev := ApplyGC(GCChoice{Percent: 37, Source: "memory.gc_percent"})
+	require.Equal(t, before, prev)
+	require.Equal(t, 37, GCPercent())
+	require.Equal(t, 37, GCPercent(), "reading leaves it")
+	// A GOGC choice leaves the runtime's percent alone.
+	require.Equal(t, 37, ApplyGC(GCChoice{Source: "GOGC"}))
+	require.Equal(t, 37, GCPercent())
+	ApplyGC(GCChoice{Percent: prev})
+	require.Equal(t, before, GCPercent())
+}
+
 func TestMachineBytes(t *testing.T) {
 	n, total := MachineBytes(), memTotal()
 	require.Positive(t, total, "/proc/meminfo has MemTotal")

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/budgetd/budgetd/memlimit"
 	"github.com/budgetd/budgetd/proctest"
 	"github.com/budgetd/budgetd/store/chsql"
 	"github.com/budgetd/budgetd/store/clickhouse"
@@ -166,8 +168,10 @@ func (sv *serving) stop() error {
 }
 
 // TestServeDemo starts serve --demo and reads the demo's findings back
-// through the running API, as a new user would with curl.
+// through the running API, as a new user would with curl. With no memory
+// settings serve chooses the collector's percent itself.
 func TestServeDemo(t *testing.T) {
+	t.Setenv("GOGC", "")
 	srv := clickhousetest.Start(t)
 	sv := startServe(t, func(log string) bool {
 		return strings.Contains(log, `msg="api listening" addr=`) && strings.Contains(log, "demo scenarios loaded")
@@ -186,17 +190,19 @@ func TestServeDemo(t *testing.T) {
 	for _, k := range []string{"orphaned_work", "retry_amplification", "timeout_inversion", "latency_inversion"} {
 		require.Positive(t, sum.FindingsByKind[k], "the demo shows %s", k)
 	}
+	require.Contains(t, sv.log.String(), fmt.Sprintf(`msg="go gc percent" percent=%d source=default`, memlimit.DefaultGCPercent))
 	require.NoError(t, sv.stop())
 }
 
 // TestServeSetsGoMemoryLimit starts serve with memory.go_limit_bytes and
-// reads the limit back from the runtime's own metric in /metrics; serve
-// restores the process's limit when it stops.
+// memory.gc_percent and reads them back from the runtime's own metrics in
+// /metrics; serve restores the process's settings when it stops.
 func TestServeSetsGoMemoryLimit(t *testing.T) {
 	t.Setenv("GOMEMLIMIT", "") // the environment would win
-	before := debug.SetMemoryLimit(-1)
+	t.Setenv("GOGC", "")
+	before, beforeGC := debug.SetMemoryLimit(-1), memlimit.GCPercent()
 	cfg := filepath.Join(t.TempDir(), "budgetd.yaml")
-	require.NoError(t, os.WriteFile(cfg, []byte("memory: {go_limit_bytes: 943718400}\n"), 0o600))
+	require.NoError(t, os.WriteFile(cfg, []byte("memory: {go_limit_bytes: 943718400, gc_percent: 70}\n"), 0o600))
 	srv := clickhousetest.Start(t)
 	sv := startServe(t, func(log string) bool { return strings.Contains(log, `msg="api listening" addr=`) },
 		"--config", cfg, "--store.engine", "clickhouse", "--store.clickhouse.dsn", srv.DSN("memlimit"))
@@ -207,9 +213,12 @@ func TestServeSetsGoMemoryLimit(t *testing.T) {
 	body, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	require.NoError(t, err)
+	require.Contains(t, sv.log.String(), `msg="go gc percent" percent=70 source=memory.gc_percent`)
 	require.Contains(t, string(body), "\ngo_gc_gomemlimit_bytes 9.437184e+08\n")
+	require.Contains(t, string(body), "\ngo_gc_gogc_percent 70\n")
 	require.NoError(t, sv.stop())
 	require.Equal(t, before, debug.SetMemoryLimit(-1), "serve restores the limit it replaced")
+	require.Equal(t, beforeGC, memlimit.GCPercent(), "and the percent")
 }
 
 // openClickHouse starts a ClickHouse server for the test and opens

@@ -112,6 +112,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	previous := memlimit.Apply(limit)
 	defer memlimit.Apply(memlimit.Choice{Bytes: previous, Source: "restore"}) // serve runs in process in tests
 	log.Info("go memory limit", "bytes", debug.SetMemoryLimit(-1), "source", limit.Source, "why", limit.Why)
+	gc := memlimit.ChooseGCPercent(os.Getenv("GOGC"), cfg.Memory.GCPercent)
+	previousGC := memlimit.ApplyGC(gc)
+	defer memlimit.ApplyGC(memlimit.GCChoice{Percent: previousGC, Source: "restore"})
+	log.Info("go gc percent", "percent", memlimit.GCPercent(), "source", gc.Source)
 
 	a, err := app.Start(ctx, cfg, log)
 	if err != nil {
