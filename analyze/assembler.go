@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"time"
+	"unsafe"
 
 	"github.com/budgetd/budgetd/schema"
 )
@@ -24,7 +25,7 @@ type AssemblerConfig struct {
 	// dropped and counted.
 	MaxSpans int `yaml:"max_spans"`
 	// MaxBytes bounds the bytes of the spans held across all traces (what
-	// Compact keeps of them, packed: heldSpan.bytes); further
+	// Compact keeps of them, packed: heldSpanBytes and the packed bytes); further
 	// spans are dropped and counted. With MaxSpans it bounds assembly's
 	// memory whatever the spans carry.
 	MaxBytes int64 `yaml:"max_bytes"`
@@ -63,6 +64,10 @@ func (c AssemblerConfig) Validate() error {
 	if c.MaxBytesPerTrace <= 0 {
 		errs = append(errs, errors.New("analyze.assembly.max_bytes_per_trace must be > 0"))
 	}
+	if c.MaxBytesPerTrace >= 1<<32 {
+		// A held span's place in its trace's packed bytes is a uint32.
+		errs = append(errs, errors.New("analyze.assembly.max_bytes_per_trace must be < 4 GiB"))
+	}
 	if c.MaxBytes < c.MaxBytesPerTrace {
 		errs = append(errs, errors.New("analyze.assembly.max_bytes must be >= analyze.assembly.max_bytes_per_trace"))
 	}
@@ -94,6 +99,7 @@ type Assembled struct {
 	// with the stored trace before analysing it again.
 	Reopened bool
 	held     []heldSpan
+	packed   string // the held spans' packed bytes
 }
 
 // Len returns how many spans the trace has.
@@ -110,7 +116,7 @@ func (t *Assembled) Spans() []schema.Span {
 	attrs := make(schema.Attributes, n)
 	spans := make([]schema.Span, len(t.held))
 	for i := range t.held {
-		spans[i] = t.held[i].span(t.ID, attrs)
+		spans[i] = t.held[i].span(t.ID, t.packed, attrs)
 		attrs = attrs[len(spans[i].Attrs):]
 	}
 	return spans
@@ -118,6 +124,7 @@ func (t *Assembled) Spans() []schema.Span {
 
 type pendingTrace struct {
 	spans    []heldSpan
+	packed   []byte // the spans' packed bytes, only appended to
 	bytes    int64
 	first    time.Time
 	last     time.Time
@@ -133,11 +140,18 @@ type Assembler struct {
 	closed   map[schema.TraceID]struct{}
 	ring     []schema.TraceID // closed ids in closing order, for eviction
 	held     int              // spans held across all pending traces
-	bytes    int64            // their heldSpan.bytes
+	bytes    int64            // their heldSpanBytes and packed bytes
 	next     int
 	counters AssemblerCounters
-	scratch  []byte // hold packs into it
+	// Add packs a batch into these before placing its spans.
+	scratch    []byte
+	batch      []heldSpan
+	packedEnds []int
 }
+
+// maxScratchBytes is the most packed bytes Add keeps for the next batch;
+// the harness's drain batches of 20,000 spans pack into about 1.3 MB.
+const maxScratchBytes = 4 << 20
 
 // NewAssembler returns an empty assembler.
 func NewAssembler(cfg AssemblerConfig) *Assembler {
@@ -153,12 +167,22 @@ func NewAssembler(cfg AssemblerConfig) *Assembler {
 // a span, packed (heldSpan), and Ready returns that: the caller need not
 // compact them first, and keeps its slice.
 func (a *Assembler) Add(spans []schema.Span, now time.Time) {
-	// A trace's spans mostly arrive together. Growing its slice by what
-	// this batch brings, rather than doubling it span by span, keeps the
-	// held memory near what the spans need (BenchmarkHeldSpans).
-	arriving := make(map[schema.TraceID]int, len(spans)/8)
+	// A trace's spans mostly arrive together. The batch is packed first,
+	// so that each trace's slices grow once by what the batch brings it
+	// rather than doubling span by span: held memory stays near what the
+	// spans need (BenchmarkHeldSpans), and slack is at most what spans
+	// dropped here would have taken.
+	type arrival struct{ spans, bytes int }
+	arriving := make(map[schema.TraceID]arrival, len(spans)/8)
+	a.scratch, a.batch, a.packedEnds = a.scratch[:0], a.batch[:0], a.packedEnds[:0]
 	for i := range spans {
-		arriving[spans[i].TraceID]++
+		start := len(a.scratch)
+		var h heldSpan
+		h, a.scratch = pack(&spans[i], a.scratch)
+		a.batch = append(a.batch, h)
+		a.packedEnds = append(a.packedEnds, len(a.scratch))
+		ar := arriving[spans[i].TraceID]
+		arriving[spans[i].TraceID] = arrival{ar.spans + 1, ar.bytes + len(a.scratch) - start}
 	}
 	for i := range spans {
 		s := &spans[i]
@@ -166,9 +190,12 @@ func (a *Assembler) Add(spans []schema.Span, now time.Time) {
 			a.counters.DroppedSpansFull++
 			continue
 		}
-		var h heldSpan
-		h, a.scratch = hold(s, a.scratch)
-		size := h.bytes()
+		start := 0
+		if i > 0 {
+			start = a.packedEnds[i-1]
+		}
+		packed := a.scratch[start:a.packedEnds[i]]
+		size := heldSpanBytes + int64(len(packed))
 		if a.bytes+size > a.cfg.MaxBytes {
 			a.counters.DroppedBytesFull++
 			continue
@@ -196,14 +223,23 @@ func (a *Assembler) Add(spans []schema.Span, now time.Time) {
 			a.counters.DroppedBytesOverflow++
 			continue
 		}
-		if n := arriving[s.TraceID]; n > 0 {
-			p.spans = slices.Grow(p.spans, min(n, a.cfg.MaxSpansPerTrace-len(p.spans)))
-			arriving[s.TraceID] = 0
+		if ar := arriving[s.TraceID]; ar.spans > 0 {
+			p.spans = slices.Grow(p.spans, min(ar.spans, a.cfg.MaxSpansPerTrace-len(p.spans)))
+			p.packed = slices.Grow(p.packed, int(min(int64(ar.bytes), a.cfg.MaxBytesPerTrace-p.bytes)))
+			arriving[s.TraceID] = arrival{}
 		}
+		// Both fit in uint32: a trace's bytes are under
+		// MaxBytesPerTrace, which Validate keeps under 4 GiB.
+		h := a.batch[i]
+		h.at, h.n = uint32(len(p.packed)), uint32(len(packed))
+		p.packed = append(p.packed, packed...)
 		p.spans = append(p.spans, h)
 		p.bytes += size
 		a.held++
 		a.bytes += size
+	}
+	if cap(a.scratch) > maxScratchBytes {
+		a.scratch, a.batch, a.packedEnds = nil, nil, nil // one large batch does not stay
 	}
 }
 
@@ -216,7 +252,10 @@ func (a *Assembler) Ready(now time.Time, flush bool) []Assembled {
 		if !flush && now.Sub(p.last) < a.cfg.Idle && now.Sub(p.first) < a.cfg.MaxWait {
 			continue
 		}
-		out = append(out, Assembled{ID: id, Reopened: p.reopened, held: p.spans})
+		// The trace's packed bytes are not written again once it is
+		// released: its spans' strings can share them without a copy.
+		packed := unsafe.String(unsafe.SliceData(p.packed), len(p.packed))
+		out = append(out, Assembled{ID: id, Reopened: p.reopened, held: p.spans, packed: packed})
 		a.held -= len(p.spans)
 		a.bytes -= p.bytes
 		delete(a.pending, id)
@@ -244,7 +283,8 @@ func (a *Assembler) remember(id schema.TraceID) {
 	a.closed[id] = struct{}{}
 }
 
-// HeldBytes returns the bytes of the spans held (heldSpan.bytes).
+// HeldBytes returns the bytes of the spans held (heldSpanBytes and their
+// packed bytes each).
 func (a *Assembler) HeldBytes() int64 { return a.bytes }
 
 // Pending returns the number of traces and spans held.

@@ -1,6 +1,8 @@
 package analyze
 
 import (
+	"math/rand/v2"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -8,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/budgetd/budgetd/ingest"
+	"github.com/budgetd/budgetd/ingest/ingesttest"
 	"github.com/budgetd/budgetd/schema"
 )
 
@@ -103,8 +107,8 @@ func TestAssemblerBytes(t *testing.T) {
 		return s
 	}
 	one := big(1, 1)
-	h, _ := hold(&one, nil)
-	per := h.bytes()
+	_, packed := holdOne(&one)
+	per := heldSpanBytes + int64(len(packed))
 	cfg := AssemblerConfig{Idle: time.Second, MaxWait: time.Minute, MaxTraces: 10, MaxSpansPerTrace: 100, MaxSpans: 100,
 		MaxBytes: 5 * per, MaxBytesPerTrace: 3 * per}
 	require.NoError(t, cfg.Validate())
@@ -120,6 +124,61 @@ func TestAssemblerBytes(t *testing.T) {
 	require.Greater(t, per, int64(1000), "a span's strings count")
 }
 
+// TestAssemblerPlacesSpansAcrossBatches sends realistic traces in three
+// batches, each trace's spans interleaved with others' and split between
+// batches, and expects every released trace to unpack into Compact's spans
+// in arrival order: each span's bytes placed in its trace's, whichever
+// batch brought them. Spans over a trace's bound are dropped (and leave no
+// bytes behind).
+func TestAssemblerPlacesSpansAcrossBatches(t *testing.T) {
+	conv, err := ingest.NewConverter(ingest.DefaultLimits())
+	require.NoError(t, err)
+	spans := conv.Convert(ingesttest.Spans(7, 3_000)).Spans
+	rand.New(rand.NewPCG(1, 2)).Shuffle(len(spans), func(i, j int) { spans[i], spans[j] = spans[j], spans[i] })
+	cfg := DefaultAssemblerConfig()
+	cfg.MaxSpansPerTrace, cfg.MaxBytesPerTrace = 7, 1<<20
+	want := map[schema.TraceID][]schema.Span{}
+	for _, s := range spans {
+		if len(want[s.TraceID]) < cfg.MaxSpansPerTrace {
+			want[s.TraceID] = append(want[s.TraceID], Compact(s))
+		}
+	}
+	t0 := time.Unix(1_700_000_000, 0)
+	a := NewAssembler(cfg)
+	a.Add(spans[:1_000], t0)
+	a.Add(spans[1_000:1_001], t0)
+	a.Add(spans[1_001:], t0)
+	ready := a.Ready(t0.Add(cfg.Idle), false)
+	require.Len(t, ready, len(want))
+	for _, tr := range ready {
+		require.Equal(t, want[tr.ID], tr.Spans(), "trace %s", tr.ID)
+		require.Equal(t, len(tr.packed), sumPacked(tr.held), "trace %s: its bytes are its spans'", tr.ID)
+	}
+	require.Positive(t, a.Counters().DroppedSpanOverflow, "some traces are over the bound")
+}
+
+func sumPacked(held []heldSpan) int {
+	n := 0
+	for _, h := range held {
+		n += int(h.n)
+	}
+	return n
+}
+
+// TestHeldSpanHasNoPointers keeps heldSpan free of pointers: assembly holds
+// hundreds of thousands of them, and the collector skips a slice of them
+// whole only while they have none (docs/performance.md, round 2 step 47).
+func TestHeldSpanHasNoPointers(t *testing.T) {
+	typ := reflect.TypeFor[heldSpan]()
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		switch f.Type.Kind() {
+		case reflect.Pointer, reflect.String, reflect.Slice, reflect.Map, reflect.Interface, reflect.Chan, reflect.Func, reflect.UnsafePointer, reflect.Struct:
+			t.Errorf("heldSpan.%s is a %s", f.Name, f.Type.Kind())
+		}
+	}
+}
+
 func TestAssemblerConfigValidate(t *testing.T) {
 	c := DefaultAssemblerConfig()
 	require.NoError(t, c.Validate())
@@ -127,4 +186,7 @@ func TestAssemblerConfigValidate(t *testing.T) {
 	err := c.Validate()
 	require.ErrorContains(t, err, "analyze.assembly.idle must be > 0")
 	require.ErrorContains(t, err, "analyze.assembly.max_traces must be > 0")
+	c = DefaultAssemblerConfig()
+	c.MaxBytes, c.MaxBytesPerTrace = 1<<33, 1<<32
+	require.ErrorContains(t, c.Validate(), "analyze.assembly.max_bytes_per_trace must be < 4 GiB")
 }

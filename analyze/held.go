@@ -12,13 +12,15 @@ import (
 // heldSpan is a span as assembly holds it: what Compact keeps of it,
 // without the trace id its trace is filed under. The numbers are fields;
 // the strings (service, name, status evidence), the kept attributes and
-// the budget.cancelled events are packed into one string. Assembly holds
-// every span of the idle period, at high rates hundreds of thousands of
-// them: a schema.Span with its attribute slice took 453 bytes of heap a
-// span, a packed one takes about a third (BenchmarkHeldSpans), and it has
-// one pointer for the collector to follow instead of one per string.
+// the budget.cancelled events are packed into its trace's packed bytes, at
+// [at, at+n). Assembly holds every span of the idle period, at high rates
+// hundreds of thousands of them: a schema.Span with its attribute slice
+// took 453 bytes of heap a span, a packed one about a third
+// (BenchmarkHeldSpans). A heldSpan has no pointer, so the collector need
+// not scan a trace's spans nor mark a string for each: one packed buffer a
+// trace (docs/performance.md, round 2 step 47).
 //
-// The packed string is a sequence of:
+// The packed bytes of a span are a sequence of:
 //
 //	service, name, status evidence   each uvarint length + bytes
 //	attribute count                  uvarint
@@ -31,13 +33,15 @@ import (
 type heldSpan struct {
 	spanID, parentSpanID schema.SpanID
 	startNs, endNs       uint64
-	packed               string
-	kind                 schema.SpanKind
-	statusCode           schema.StatusCode
-	// attrs is how many attributes packed holds, so that a trace's spans
-	// can be unpacked into one attribute slice without reading them twice
-	// (it sits in what was the struct's padding).
-	attrs uint32
+	// at and n place the span's packed bytes in its trace's
+	// (AssemblerConfig.Validate keeps a trace's bytes under 4 GiB).
+	at, n uint32
+	// attrs is how many attributes the packed bytes hold, so that a
+	// trace's spans can be unpacked into one attribute slice without
+	// reading them twice.
+	attrs      uint32
+	kind       schema.SpanKind
+	statusCode schema.StatusCode
 }
 
 // heldKeys are the attribute names Compact keeps: the budget attributes
@@ -58,12 +62,12 @@ func heldKeyIndex(key string) (int, bool) {
 	return 0, false
 }
 
-// hold packs what Compact keeps of s (s itself need not be compacted). It
-// packs into buf, which it returns grown for the next call, and copies the
-// result into the held string: one pass over the attributes and one
-// allocation a span.
-func hold(s *schema.Span, buf []byte) (heldSpan, []byte) {
-	b := appendStr(buf[:0], s.Service)
+// pack appends what Compact keeps of s (s itself need not be compacted),
+// packed, to buf and returns it, in one pass over the attributes. The
+// heldSpan it returns has no place yet (at, n): the caller places the
+// bytes in its trace's.
+func pack(s *schema.Span, buf []byte) (heldSpan, []byte) {
+	b := appendStr(buf, s.Service)
 	b = appendStr(b, s.Name)
 	b = appendStr(b, budgetread.StatusEvidence(s))
 	// The attribute count goes first; it is patched once known (a span
@@ -106,23 +110,22 @@ func hold(s *schema.Span, buf []byte) (heldSpan, []byte) {
 	return heldSpan{
 		spanID: s.SpanID, parentSpanID: s.ParentSpanID,
 		startNs: s.StartNs, endNs: s.EndNs,
-		packed: string(b),
-		kind:   s.Kind, statusCode: s.StatusCode,
 		attrs: uint32(attrs),
+		kind:  s.Kind, statusCode: s.StatusCode,
 	}, b
 }
 
-// bytes is the memory h takes: its struct and its packed string.
-func (h *heldSpan) bytes() int64 {
-	return int64(unsafe.Sizeof(*h)) + int64(len(h.packed))
-}
+// heldSpanBytes is a heldSpan's struct; a held span takes that and its
+// packed bytes.
+const heldSpanBytes = int64(unsafe.Sizeof(heldSpan{}))
 
-// span returns Compact's span for h, of trace. Its strings share h's
-// packed string. Its attributes are cut from the front of attrs when it
-// has room for them (h.attrs), capped so that an append to them cannot
-// reach what follows, and allocated otherwise; its events are allocated.
-func (h *heldSpan) span(trace schema.TraceID, attrs schema.Attributes) schema.Span {
-	u := unpacker{s: h.packed}
+// span returns Compact's span for h, of trace, whose packed bytes are
+// packed. Its strings share packed. Its attributes are cut from the front
+// of attrs when it has room for them (h.attrs), capped so that an append
+// to them cannot reach what follows, and allocated otherwise; its events
+// are allocated.
+func (h *heldSpan) span(trace schema.TraceID, packed string, attrs schema.Attributes) schema.Span {
+	u := unpacker{s: packed[h.at : h.at+h.n]}
 	s := schema.Span{
 		TraceID: trace, SpanID: h.spanID, ParentSpanID: h.parentSpanID,
 		Service: u.str(), Name: u.str(), StatusMessage: u.str(),
