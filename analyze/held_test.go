@@ -60,6 +60,8 @@ func TestHeldSpanIsCompact(t *testing.T) {
 		s.TraceID, s.SpanID, s.ParentSpanID = schema.TraceID{byte(i), 1}, schema.SpanID{byte(i), 2}, schema.SpanID{byte(i), 3}
 		h, packed := holdOne(s)
 		require.Equal(t, Compact(*s), h.span(s.TraceID, packed, nil), "span %d: %s %s", i, s.Service, s.Name)
+		_, after := pack(s, []byte(all.packed))
+		require.Equal(t, packed, string(after[len(all.packed):]), "span %d: packed after others as alone", i)
 		require.Equal(t, len(Compact(*s).Attrs), int(h.attrs), "span %d: attribute count", i)
 		h.at = uint32(len(all.packed))
 		all.held = append(all.held, h)
