@@ -107,9 +107,9 @@ func Apply(c Choice) (previous int64) {
 
 // DefaultGCPercent is the collector's percent budgetd sets when neither
 // GOGC nor memory.gc_percent chose one. At 50k spans a second for five
-// minutes on 2 cores, 50 against Go's 100 took peak RSS from 1,116 to
-// 969 MiB for about 5 % more CPU a span (docs/performance.md, round 2
-// step 46).
+// minutes on 2 cores, 50 against Go's 100 took peak RSS from 1,078–1,144
+// to 955–958 MiB for 0–2 % more CPU a span (docs/performance.md, round 2
+// steps 46–47).
 const DefaultGCPercent = 50
 
 // GCChoice is the collector's percent chosen and why.
