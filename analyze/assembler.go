@@ -167,6 +167,12 @@ func NewAssembler(cfg AssemblerConfig) *Assembler {
 // a span, packed (heldSpan), and Ready returns that: the caller need not
 // compact them first, and keeps its slice.
 func (a *Assembler) Add(spans []schema.Span, now time.Time) {
+	if a.held >= a.cfg.MaxSpans {
+		// Full: every span would be dropped at the first check below, so
+		// none is packed.
+		a.counters.DroppedSpansFull += uint64(len(spans))
+		return
+	}
 	// A trace's spans mostly arrive together. The batch is packed first,
 	// so that each trace's slices grow once by what the batch brings it
 	// rather than doubling span by span: held memory stays near what the
