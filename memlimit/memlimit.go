@@ -24,6 +24,7 @@ import (
 	"math"
 	"os"
 	"runtime/debug"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 )
@@ -143,11 +144,12 @@ func ApplyGC(c GCChoice) (previous int) {
 	return debug.SetGCPercent(c.Percent)
 }
 
-// GCPercent returns the collector's percent in effect.
+// GCPercent returns the collector's percent in effect (-1 when off), read
+// without setting it.
 func GCPercent() int {
-	current := debug.SetGCPercent(100) // the runtime has no read-only call
-	debug.SetGCPercent(current)
-	return current
+	sample := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(sample)
+	return int(int64(sample[0].Value.Uint64())) // off reads as -1's bits
 }
 
 func mib(n int64) string { return strconv.FormatInt(n>>20, 10) + " MiB" }

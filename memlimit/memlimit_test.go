@@ -68,6 +68,11 @@ func TestApplyGCSetsAndRestores(t *testing.T) {
 	require.Equal(t, before, prev)
 	require.Equal(t, 37, GCPercent())
 	require.Equal(t, 37, GCPercent(), "reading leaves it")
+	ApplyGC(GCChoice{Percent: -1, Source: "memory.gc_percent"})
+	require.Equal(t, -1, GCPercent(), "off")
+	ApplyGC(GCChoice{Percent: 0, Source: "memory.gc_percent"})
+	require.Equal(t, 0, GCPercent(), "zero, which Go allows")
+	ApplyGC(GCChoice{Percent: 37, Source: "memory.gc_percent"})
 	// A GOGC choice leaves the runtime's percent alone.
 	require.Equal(t, 37, ApplyGC(GCChoice{Source: "GOGC"}))
 	require.Equal(t, 37, GCPercent())
