@@ -29,7 +29,16 @@ type Features struct {
 	// (FeaturesFor leaves it false): the store asks the server
 	// (MergeSelectorSettings).
 	MergeSelector bool
+	// CompressBlocks: min_compress_block_size and max_compress_block_size
+	// are table settings. Like MergeSelector, the store asks the server
+	// (CompressBlockSettings).
+	CompressBlocks bool
 }
+
+// CompressBlockSettings are the MergeTree settings migration 0024 sets; a
+// server that lists both in system.merge_tree_settings has the
+// CompressBlocks feature.
+var CompressBlockSettings = []string{"min_compress_block_size", "max_compress_block_size"}
 
 // MergeSelectorSettings are the MergeTree settings migration 0018 sets;
 // a server that lists both in system.merge_tree_settings has the
@@ -114,20 +123,21 @@ func Migrations(p DDLParams) ([]Migration, error) {
 		"edgeStats": func(db, local string) string { return EdgeStatsSelect(db+".hops"+local, false) },
 	}
 	data := struct {
-		DB            string
-		TTLDays       int
-		TTL           bool // the server has table TTL, whatever the retention
-		SkipIndexes   bool
-		DedupToken    bool
-		OtelView      bool
-		Codecs        bool
-		CompactParts  bool
-		MergeSelector bool
+		DB             string
+		TTLDays        int
+		TTL            bool // the server has table TTL, whatever the retention
+		SkipIndexes    bool
+		DedupToken     bool
+		OtelView       bool
+		Codecs         bool
+		CompactParts   bool
+		MergeSelector  bool
+		CompressBlocks bool
 		// Local is the suffix of the tables that hold rows: a
 		// materialized view on a cluster reads and writes a host's
 		// local tables.
 		Local string
-	}{p.Database, 0, f.TTL, f.SkipIndexes, f.DedupToken, f.OtelView, f.Codecs, f.CompactParts, f.MergeSelector, ""}
+	}{p.Database, 0, f.TTL, f.SkipIndexes, f.DedupToken, f.OtelView, f.Codecs, f.CompactParts, f.MergeSelector, f.CompressBlocks, ""}
 	if p.Cluster != "" {
 		data.Local = LocalSuffix
 	}

@@ -79,6 +79,7 @@ func TestMigrations(t *testing.T) {
 	require.Contains(t, curText, "TTL ")
 	require.NotContains(t, oldText, "TTL ", "the server lacks TTL: TTLDays is ignored")
 	require.NotContains(t, curText, "merge_selector_base", "the store asks the server; the version does not say")
+	require.NotContains(t, curText, "min_compress_block_size", "the store asks the server; the version does not say")
 
 	current.MergeSelector = true
 	wide, err := Migrations(DDLParams{Database: "budgetd", Features: current})
@@ -86,6 +87,14 @@ func TestMigrations(t *testing.T) {
 	for _, table := range []string{"spans", "trace_index", "hops", "findings"} {
 		require.Contains(t, all(wide), "ALTER TABLE budgetd."+table+" MODIFY SETTING merge_selector_base = 10, "+
 			"merge_selector_enable_heuristic_to_lower_max_parts_to_merge_at_once = 0\n")
+	}
+	require.NotContains(t, all(wide), "min_compress_block_size")
+
+	current.CompressBlocks = true
+	blocks, err := Migrations(DDLParams{Database: "budgetd", Features: current})
+	require.NoError(t, err)
+	for _, table := range []string{"spans", "hops"} {
+		require.Contains(t, all(blocks), "ALTER TABLE budgetd."+table+" MODIFY SETTING min_compress_block_size = 8192, max_compress_block_size = 65536\n")
 	}
 }
 
@@ -112,6 +121,8 @@ func TestDDLValidIdentifier(t *testing.T) {
 func TestClusterMigrations(t *testing.T) {
 	current, err := FeaturesFor("26.7")
 	require.NoError(t, err)
+	// The table settings a current server lists (the store asks it).
+	current.MergeSelector, current.CompressBlocks = true, true
 	for _, f := range []Features{{}, current} {
 		single, err := Migrations(DDLParams{Database: "budgetd", Features: f})
 		require.NoError(t, err)

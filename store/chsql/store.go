@@ -58,6 +58,9 @@ func Open(ctx context.Context, conn Conn, cfg Config) (*Store, error) {
 	if s.features.MergeSelector, err = s.hasMergeTreeSettings(ctx, chschema.MergeSelectorSettings); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
+	if s.features.CompressBlocks, err = s.hasMergeTreeSettings(ctx, chschema.CompressBlockSettings); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
 	if err := s.migrate(ctx, cfg.TTLDays); err != nil {
 		return nil, err
 	}

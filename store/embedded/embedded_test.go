@@ -20,8 +20,9 @@ func TestConformance(t *testing.T) {
 }
 
 // TestMergeSelectorOnTheEmbeddedEngine: chDB lists the merge selector's
-// settings, so the store sets them (migration 0018) and the conformance
-// suite's check of them runs here rather than being skipped everywhere.
+// settings and the compressed block sizes as table settings, so the store
+// sets them (migrations 0018 and 0024) and the conformance suite's checks
+// of them run here rather than being skipped everywhere.
 func TestMergeSelectorOnTheEmbeddedEngine(t *testing.T) {
 	s, err := embedded.Open(context.Background(), embedded.Config{DataDir: t.TempDir(), Database: "wide"})
 	if err != nil {
@@ -30,5 +31,8 @@ func TestMergeSelectorOnTheEmbeddedEngine(t *testing.T) {
 	defer s.Close()
 	if !s.Features().MergeSelector {
 		t.Fatal("chDB lists merge_selector_base, yet the store did not see it")
+	}
+	if !s.Features().CompressBlocks {
+		t.Fatal("chDB lists min_compress_block_size, yet the store did not see it")
 	}
 }

@@ -1047,6 +1047,9 @@ func testExtras(t *testing.T, h Harness) {
 			if s.Features().MergeSelector {
 				require.Contains(t, engine, "merge_selector_base = 10", table) // migration 0018
 			}
+			if s.Features().CompressBlocks && (table == "spans" || table == "hops") {
+				require.Contains(t, engine, "min_compress_block_size = 8192, max_compress_block_size = 65536") // migration 0024
+			}
 		}
 	}
 	var exists uint8
