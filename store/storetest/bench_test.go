@@ -9,15 +9,25 @@ import (
 )
 
 // TestSpanBatchTraces checks the benchmarks' data is what they claim:
-// traces of 10 spans, each span the child of the one before, and no trace
-// id shared between traces.
+// traces of 10 spans, each span the child of the one before, no trace id
+// shared between traces or between seeds, and trace ids as random as the
+// OpenTelemetry SDKs make them (the bytes they take on disk depend on it).
 func TestSpanBatchTraces(t *testing.T) {
-	spans := SpanBatch(7, 1000)
+	spans := append(SpanBatch(7, 1000), SpanBatch(8, 1000)...)
 	byTrace := map[schema.TraceID][]schema.Span{}
+	var ones [16]int // per byte of the id, how many of the traces' ids have its low bit set
 	for _, s := range spans {
+		if len(byTrace[s.TraceID]) == 0 {
+			for i, b := range s.TraceID {
+				ones[i] += int(b & 1)
+			}
+		}
 		byTrace[s.TraceID] = append(byTrace[s.TraceID], s)
 	}
-	require.Len(t, byTrace, 100)
+	require.Len(t, byTrace, 200)
+	for i, n := range ones {
+		require.InDelta(t, 100, n, 40, "byte %d of the trace ids is not random", i)
+	}
 	for _, trace := range byTrace {
 		require.Len(t, trace, 10)
 		require.Equal(t, schema.SpanID{}, trace[0].ParentSpanID, "the first span is the root")
