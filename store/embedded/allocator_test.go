@@ -9,7 +9,8 @@ import (
 )
 
 // allocatorProbeEnv makes the test binary, started again by
-// TestAllocatorReadsJEMallocConf, load the library and run a query.
+// TestAllocatorReadsJEMallocConf, load the library and run a query in the
+// data directory the variable names.
 const allocatorProbeEnv = "BUDGETD_ALLOCATOR_PROBE"
 
 // TestAllocatorReadsJEMallocConf checks what docs/configuration.md tells
@@ -21,8 +22,9 @@ const allocatorProbeEnv = "BUDGETD_ALLOCATOR_PROBE"
 // (a library built without the prefix reads MALLOC_CONF), both children
 // would exit cleanly and the documented setting would silently do nothing.
 func TestAllocatorReadsJEMallocConf(t *testing.T) {
-	if os.Getenv(allocatorProbeEnv) != "" {
-		c, err := Connect(t.TempDir())
+	if dir := os.Getenv(allocatorProbeEnv); dir != "" {
+		// The parent's directory: a child that aborts cleans up nothing.
+		c, err := Connect(dir)
 		require.NoError(t, err)
 		defer c.Close()
 		_, err = c.Version(t.Context())
@@ -31,7 +33,7 @@ func TestAllocatorReadsJEMallocConf(t *testing.T) {
 	}
 	probe := func(conf string) ([]byte, error) {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestAllocatorReadsJEMallocConf$", "-test.count=1")
-		cmd.Env = append(os.Environ(), allocatorProbeEnv+"=1", "JE_MALLOC_CONF="+conf)
+		cmd.Env = append(os.Environ(), allocatorProbeEnv+"="+t.TempDir(), "JE_MALLOC_CONF="+conf)
 		return cmd.CombinedOutput()
 	}
 	out, err := probe("abort_conf:true,dirty_decay_ms:1000")
