@@ -19,11 +19,11 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// TestMergeSelectorOnTheEmbeddedEngine: chDB lists the merge selector's
+// TestTableSettingsOnTheEmbeddedEngine: chDB lists the merge selector's
 // settings and the compressed block sizes as table settings, so the store
 // sets them (migrations 0018 and 0024) and the conformance suite's checks
 // of them run here rather than being skipped everywhere.
-func TestMergeSelectorOnTheEmbeddedEngine(t *testing.T) {
+func TestTableSettingsOnTheEmbeddedEngine(t *testing.T) {
 	s, err := embedded.Open(context.Background(), embedded.Config{DataDir: t.TempDir(), Database: "wide"})
 	if err != nil {
 		t.Fatal(err)

@@ -115,6 +115,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	querySpans := fs.Int("query-spans", 0, "instead of loading: fill each store engine with this many `spans` and time the API's queries")
 	queryEngines := fs.String("query-engines", "embedded,clickhouse", "comma-separated engines -query-spans fills: embedded (chDB), clickhouse (an 18.16 server the harness starts)")
 	queryIngest := fs.Int("query-ingest", 0, "with -query-spans: keep writing this many `spans` a second (analysed, in one batch a second) into the store while its queries are timed; 0 times them on an idle store")
+	queryRuns := fs.Int("query-runs", 21, "with -query-spans: time each query this many `times` (p50 and p99 of them); the p99 of 21 is their second slowest")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -122,7 +123,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		if *queryIngest < 0 {
 			return fmt.Errorf("-query-ingest: want spans a second ≥ 0, got %d", *queryIngest)
 		}
-		return runQueries(ctx, out, *querySpans, *queryIngest, strings.Split(*queryEngines, ","))
+		if *queryRuns < 1 {
+			return fmt.Errorf("-query-runs: want at least 1, got %d", *queryRuns)
+		}
+		return runQueries(ctx, out, *querySpans, *queryIngest, *queryRuns, strings.Split(*queryEngines, ","))
 	}
 	// Targets run in their own directories: binaries must be absolute.
 	lbConfig := lbCollectorConfig
@@ -604,9 +608,9 @@ func machine() string {
 
 // runQueries fills each of the named engines (embedded, clickhouse: a
 // ClickHouse server it starts) with n spans and prints the query latencies
-// and bytes per span; with ingest > 0, the latencies while ingest spans a
-// second are written into the same store.
-func runQueries(ctx context.Context, out io.Writer, n, ingest int, names []string) error {
+// and bytes per span, each query timed runs times; with ingest > 0, the
+// latencies while ingest spans a second are written into the same store.
+func runQueries(ctx context.Context, out io.Writer, n, ingest, runs int, names []string) error {
 	work, err := os.MkdirTemp("", "budgetd-bench-q-")
 	if err != nil {
 		return err
@@ -656,7 +660,7 @@ func runQueries(ctx context.Context, out io.Writer, n, ingest int, names []strin
 		if ingest > 0 {
 			in = bench.StartIngest(ctx, st, ingest)
 		}
-		lat, err := bench.Queries(ctx, st, 21)
+		lat, err := bench.Queries(ctx, st, runs)
 		kept := 0.0
 		if in != nil { // stopped before the store closes
 			_, rate, ingestErr := in.Stop()

@@ -86,6 +86,13 @@ func TestMeasureWindowHoldsTheSpansItStored(t *testing.T) {
 // TestQueryEnginesRefusesAnUnknownEngine: a misspelt -query-engines fails
 // before any store is filled.
 func TestQueryEnginesRefusesAnUnknownEngine(t *testing.T) {
-	err := runQueries(context.Background(), io.Discard, 10, 0, []string{"embeded"})
+	err := runQueries(context.Background(), io.Discard, 10, 0, 21, []string{"embeded"})
 	require.ErrorContains(t, err, `unknown engine "embeded"`)
+}
+
+// TestQueryRunsRefusesNone: -query-runs 0 would time nothing and print
+// no latency; it fails before any store is filled.
+func TestQueryRunsRefusesNone(t *testing.T) {
+	err := run(context.Background(), []string{"-query-spans", "10", "-query-runs", "0", "-query-engines", "embedded"}, io.Discard)
+	require.ErrorContains(t, err, "-query-runs: want at least 1, got 0")
 }
