@@ -15,7 +15,9 @@
 // Analyzer.Edges and Analyzer.EdgeFindings read the windowed edge statistics
 // and the latency_inversion findings built from them. Analyze does all of it
 // for a batch of spans offline, and EdgeStatsFromHops computes the same edge
-// statistics from stored hops.
+// statistics from stored hops. Thin leaves out the hops a store need not
+// keep (work inside a service that its parent's hop says all of), and
+// Rebuild puts them back from a trace's spans.
 //
 // # Hops and paths
 //

@@ -778,9 +778,10 @@ func (v *view) buildHops(hops []schema.Hop) {
 	setPathCalls(v.hops)
 }
 
-// setPathCalls sets Hop.PathCalls on the first hop of each path: the
-// path's entry hops in the trace, or its call hops when it has no entry hop
-// (the store's entryHop and callHop conditions).
+// setPathCalls sets Hop.PathCalls on the first entry or call hop of each
+// path: the path's entry hops in the trace, or its call hops when it has
+// no entry hop (the store's entryHop and callHop conditions). Not on a hop
+// of work inside a service, which Thin may leave out of the store.
 func setPathCalls(hops []schema.Hop) {
 	type count struct {
 		first          int
@@ -789,15 +790,18 @@ func setPathCalls(hops []schema.Hop) {
 	byPath := make(map[string]*count)
 	for i := range hops {
 		h := &hops[i]
+		call, entry := h.Kind.IsCall(), h.Kind.IsEntry() || h.ParentSpanID.IsZero()
+		if !call && !entry {
+			continue
+		}
 		c := byPath[h.Path]
 		if c == nil {
 			c = &count{first: i}
 			byPath[h.Path] = c
 		}
-		switch {
-		case h.Kind.IsCall():
+		if call {
 			c.calls++
-		case h.Kind.IsEntry() || h.ParentSpanID.IsZero():
+		} else {
 			c.entries++
 		}
 	}

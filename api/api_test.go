@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -82,7 +83,7 @@ func loadFixtures(t *testing.T, st store.Store) loaded {
 			for j := range res.Hops {
 				res.Hops[j].AnalyzedNs = uint64(detectedAt.UnixNano())
 			}
-			hops = append(hops, res.Hops...)
+			hops = append(hops, analyze.Thin(res.Hops)...) // as the pipeline stores them
 			findings = append(findings, res.Findings...)
 		}
 		findings = append(findings, a.EdgeFindings(detectedAt)...)
@@ -639,5 +640,59 @@ func TestRelativeWindowsAreWholeMinutes(t *testing.T) {
 		require.Equal(t, 200, get(t, ts, "/api/v1/problems"+tt.query, &out), tt.query)
 		require.True(t, tt.since.Equal(out.Window.Since), "%s: since %s", tt.query, out.Window.Since)
 		require.True(t, tt.until.Equal(out.Window.Until), "%s: until %s", tt.query, out.Window.Until)
+	}
+}
+
+// TestTraceRebuildsHopsTheStoreLeftOut: the store keeps no hop for work
+// inside a service that its parent's hop says all of (analyze.Thin), and
+// the trace view shows that span's budget chain as the analysis made it.
+func TestTraceRebuildsHopsTheStoreLeftOut(t *testing.T) {
+	ctx := context.Background()
+	st := embeddedtest.Open(t, "apiinherit")
+	at := func(ms float64) uint64 { return uint64(detectedAt.Add(-time.Minute).UnixNano()) + uint64(ms*1e6) }
+	tid := schema.TraceID{0xc0, 0xff, 0xee, 1}
+	sid := func(n byte) schema.SpanID { return schema.SpanID{0xb, n} }
+	span := func(id, parent byte, svc, name string, kind schema.SpanKind, start, end float64, attrs ...schema.Attr) schema.Span {
+		s := schema.Span{TraceID: tid, SpanID: sid(id), Service: svc, Name: name, Kind: kind, StartNs: at(start), EndNs: at(end), Attrs: attrs}
+		if parent != 0 {
+			s.ParentSpanID = sid(parent)
+		}
+		return s
+	}
+	spans := []schema.Span{
+		span(1, 0, "shop", "POST /checkout", schema.KindServer, 0, 300, schema.Double(schema.AttrRemainingMs, 800)),
+		span(2, 1, "shop", "handle POST /checkout", schema.KindInternal, 1, 290),
+		span(3, 2, "shop", "validate cart", schema.KindInternal, 2, 20),
+		span(4, 2, "shop", "POST", schema.KindClient, 25, 200, schema.Double(schema.AttrTimeoutMs, 1000)),
+		span(5, 4, "pay", "POST /charges", schema.KindServer, 26, 199, schema.Double(schema.AttrRemainingMs, 770)),
+		span(6, 5, "pay", "handle POST /charges", schema.KindInternal, 27, 198),
+		span(7, 6, "pay", "with a budget of its own", schema.KindInternal, 28, 100, schema.Double(schema.AttrRemainingMs, 50)),
+	}
+	res := analyze.New(analyze.DefaultConfig()).Trace(schema.NewTrace(spans), detectedAt)
+	for j := range res.Hops {
+		res.Hops[j].AnalyzedNs = uint64(detectedAt.UnixNano())
+	}
+	full := slices.Clone(res.Hops)
+	require.NoError(t, st.WriteSpans(ctx, "spans", spans))
+	require.NoError(t, st.WriteHops(ctx, "hops", analyze.Thin(res.Hops)))
+	stored, err := st.CountRows(ctx, "hops")
+	require.NoError(t, err)
+	require.Equal(t, uint64(4), stored, "the handlers and the cart check are left out")
+
+	ts := newTestServer(t, st)
+	var tr struct {
+		Spans []spanJSON `json:"spans"`
+	}
+	require.Equal(t, 200, get(t, ts, "/api/v1/traces/"+tid.String(), &tr))
+	require.Len(t, tr.Spans, len(spans))
+	for _, h := range full {
+		var got *budgetJSON
+		for _, s := range tr.Spans {
+			if s.SpanID == h.SpanID.String() {
+				got = s.Budget
+			}
+		}
+		require.NotNil(t, got, "span %s has no budget chain", h.SpanID)
+		require.Equal(t, budgetOf(&h), got, "span %s (%s)", h.SpanID, h.Operation)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/budgetd/budgetd/analyze"
 	"github.com/budgetd/budgetd/schema"
 	"github.com/budgetd/budgetd/store"
 )
@@ -341,6 +342,17 @@ type budgetJSON struct {
 	InferenceConfidence float64  `json:"inference_confidence"`
 }
 
+// budgetOf is a span's budget chain as its hop has it.
+func budgetOf(h *schema.Hop) *budgetJSON {
+	return &budgetJSON{
+		Path: h.Path, RemainingMs: h.RemainingMs, BudgetMs: h.BudgetMs, Source: h.BudgetSource,
+		TimeoutMs: h.TimeoutMs, Attempt: h.Attempt, MaxAttempts: h.MaxAttempts, OrphanedMs: h.OrphanedMs,
+		TimedOut: h.TimedOut, Rejected: h.Rejected, Inferred: h.Inferred,
+		InferredTimeoutMs: h.InferredTimeoutMs, InferredRemainingMs: h.InferredRemainingMs,
+		InferenceConfidence: h.InferenceConfidence,
+	}
+}
+
 func attrMap(as schema.Attributes) map[string]string {
 	m := make(map[string]string, len(as))
 	for _, a := range as {
@@ -375,6 +387,8 @@ func (s *Server) trace(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
+	// The store keeps no hop of a span whose parent's hop says all of it.
+	hops = analyze.Rebuild(spans, hops)
 	page, err := s.store.Findings(ctx, store.FindingQuery{TraceID: id.String(), Window: store.AnalysisWindow(hops), Limit: store.MaxPageSize})
 	if err != nil {
 		s.writeError(c, err)
@@ -401,13 +415,7 @@ func (s *Server) trace(c *gin.Context) {
 			j.Events = append(j.Events, eventJSON{Name: e.Name, OffsetMs: offset(e.TimeNs), Attributes: attrMap(e.Attrs)})
 		}
 		if h := byID[sp.SpanID]; h != nil {
-			j.Budget = &budgetJSON{
-				Path: h.Path, RemainingMs: h.RemainingMs, BudgetMs: h.BudgetMs, Source: h.BudgetSource,
-				TimeoutMs: h.TimeoutMs, Attempt: h.Attempt, MaxAttempts: h.MaxAttempts, OrphanedMs: h.OrphanedMs,
-				TimedOut: h.TimedOut, Rejected: h.Rejected, Inferred: h.Inferred,
-				InferredTimeoutMs: h.InferredTimeoutMs, InferredRemainingMs: h.InferredRemainingMs,
-				InferenceConfidence: h.InferenceConfidence,
-			}
+			j.Budget = budgetOf(h)
 		}
 		out = append(out, j)
 	}

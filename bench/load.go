@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -27,10 +28,17 @@ type Load struct {
 
 // Requests pre-builds n OTLP export requests of spansPer spans each, all with
 // distinct ids, so generating load costs the harness little while it runs.
-func Requests(n, spansPer int) *Load {
+func Requests(n, spansPer int) *Load { return requests(n, spansPer, ingesttest.Spans) }
+
+// HandlerRequests is Requests with every request's work inside an INTERNAL
+// handler span (ingesttest.HandlerSpans), as much instrumentation records
+// it.
+func HandlerRequests(n, spansPer int) *Load { return requests(n, spansPer, ingesttest.HandlerSpans) }
+
+func requests(n, spansPer int, spans func(seed int64, n int) ptrace.Traces) *Load {
 	l := &Load{reqs: make([]ptraceotlp.ExportRequest, n), masks: make([]uint64, n)}
 	for i := range l.reqs {
-		l.reqs[i] = ptraceotlp.NewExportRequestFromTraces(ingesttest.Spans(int64(i+1), spansPer))
+		l.reqs[i] = ptraceotlp.NewExportRequestFromTraces(spans(int64(i+1), spansPer))
 	}
 	return l
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 
 // traceOf maps each span id of request i to its trace id.
@@ -56,5 +57,59 @@ func TestRenewGivesFreshTraces(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// kindsOf counts request i's spans by kind, and checks that every INTERNAL
+// span sits under a SERVER span of its own service with the request's
+// calls below it, as a framework records a handler.
+func kindsOf(t *testing.T, l *Load, i int) map[ptrace.SpanKind]int {
+	t.Helper()
+	type info struct {
+		kind    ptrace.SpanKind
+		service string
+		parent  pcommon.SpanID
+	}
+	spans := map[pcommon.SpanID]info{}
+	rss := l.reqs[i].Traces().ResourceSpans()
+	for r := range rss.Len() {
+		svc, _ := rss.At(r).Resource().Attributes().Get("service.name")
+		sss := rss.At(r).ScopeSpans()
+		for s := range sss.Len() {
+			ss := sss.At(s).Spans()
+			for k := range ss.Len() {
+				sp := ss.At(k)
+				spans[sp.SpanID()] = info{sp.Kind(), svc.Str(), sp.ParentSpanID()}
+			}
+		}
+	}
+	kinds := map[ptrace.SpanKind]int{}
+	children := map[pcommon.SpanID]int{}
+	for _, s := range spans {
+		kinds[s.kind]++
+		children[s.parent]++
+	}
+	for id, s := range spans {
+		if s.kind != ptrace.SpanKindInternal {
+			continue
+		}
+		parent, ok := spans[s.parent]
+		require.True(t, ok, "handler %s has no parent in its request", id)
+		require.Equal(t, ptrace.SpanKindServer, parent.kind)
+		require.Equal(t, parent.service, s.service)
+		require.Equal(t, 1, children[s.parent], "the handler is its server span's only child")
+		require.Positive(t, children[id], "handler %s holds no calls", id)
+	}
+	return kinds
+}
+
+func TestHandlerRequestsPutWorkInsideHandlers(t *testing.T) {
+	plain, handlers := Requests(3, 1000), HandlerRequests(3, 1000)
+	for i := range 3 {
+		require.Zero(t, kindsOf(t, plain, i)[ptrace.SpanKindInternal], "the default load has no handler spans")
+		kinds := kindsOf(t, handlers, i)
+		require.Equal(t, 1000, kinds[ptrace.SpanKindInternal]+kinds[ptrace.SpanKindServer]+kinds[ptrace.SpanKindClient])
+		share := float64(kinds[ptrace.SpanKindInternal]) / 1000
+		require.True(t, share > 0.12 && share < 0.3, "request %d: %.2f of the spans are handlers", i, share)
 	}
 }

@@ -87,7 +87,7 @@ func (f *filler) write(ctx context.Context, n int) error {
 		for i := range r.Hops {
 			r.Hops[i].AnalyzedNs = uint64(now.UnixNano()) // as the pipeline stamps them
 		}
-		hops = append(hops, r.Hops...)
+		hops = append(hops, analyze.Thin(r.Hops)...) // as the pipeline stores them
 		findings = append(findings, r.Findings...)
 	}
 	token := fmt.Sprintf("fill-%d", f.seed)

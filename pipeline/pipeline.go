@@ -314,6 +314,7 @@ func (p *Pipeline) analyse(ctx context.Context, now time.Time, due []analyze.Ass
 	for j := range hops {
 		hops[j].AnalyzedNs = uint64(now.UnixNano())
 	}
+	hops = storedHops(results, due, hops)
 	nFindings := 0
 	for _, res := range results {
 		nFindings += len(res.Findings)
@@ -357,6 +358,27 @@ func (p *Pipeline) analyse(ctx context.Context, now time.Time, due []analyze.Ass
 	return p.write(ctx, "problem_stats", len(stats), func(ctx context.Context, token string, lo, hi int) error {
 		return p.store.WriteProblemStats(ctx, token, stats[lo:hi])
 	})
+}
+
+// storedHops returns the round's hops the store keeps, in hops' own array
+// (the results' windows of it, in order: analyze.Analyzer.Round): a
+// trace's hops without those its parents' hops say all of (analyze.Thin).
+// A re-analysed trace keeps every hop: a read takes each span's latest
+// hop, and a hop its earlier analysis stored must not outlive it. The
+// results' hops are not usable after.
+func storedHops(results []analyze.Result, due []analyze.Assembled, hops []schema.Hop) []schema.Hop {
+	kept := hops[:0]
+	from, at := 0, 0 // the run of traces not re-analysed starts at from; result i at at
+	for i, res := range results {
+		n := len(res.Hops) // its window of hops, which alone is stamped (a window may be of an older array)
+		if due[i].Reopened {
+			kept = append(kept, analyze.Thin(hops[from:at])...)
+			kept = append(kept, hops[at:at+n]...)
+			from = at + n
+		}
+		at += n
+	}
+	return append(kept, analyze.Thin(hops[from:at])...)
 }
 
 // maxReadTraceBytes bounds the stored spans a re-opened trace reads back

@@ -134,6 +134,55 @@ func TestLateSpansReopen(t *testing.T) {
 	}
 }
 
+// TestHopsOfWorkInsideAServiceAreNotStored: a span whose hop its parent's
+// says all of gets no row (analyze.Thin), until its trace is re-analysed:
+// then every span's hop is written again, so that no hop of the earlier
+// analysis is the latest of its span.
+func TestHopsOfWorkInsideAServiceAreNotStored(t *testing.T) {
+	s := openStore(t, "pipeline_thin")
+	p, err := New(DefaultConfig(), Settings{Store: s, Analyzer: analyze.New(analyze.DefaultConfig())})
+	require.NoError(t, err)
+	ctx := context.Background()
+	at := uint64(time.Now().Add(-time.Minute).UnixNano())
+	tid := schema.TraceID{0x7, 0x1}
+	span := func(id, parent byte, name string, kind schema.SpanKind, start, end uint64, attrs ...schema.Attr) schema.Span {
+		sp := schema.Span{TraceID: tid, SpanID: schema.SpanID{0x5, id}, Service: "shop", Name: name, Kind: kind,
+			StartNs: at + start*1e6, EndNs: at + end*1e6, Attrs: attrs}
+		if parent != 0 {
+			sp.ParentSpanID = schema.SpanID{0x5, parent}
+		}
+		return sp
+	}
+	early := []schema.Span{
+		span(1, 0, "POST /orders", schema.KindServer, 0, 100, schema.Double(schema.AttrRemainingMs, 500)),
+		span(2, 1, "handle POST /orders", schema.KindInternal, 1, 99),
+		span(3, 2, "price order", schema.KindInternal, 2, 10),
+		span(4, 2, "INSERT orders", schema.KindClient, 11, 20, schema.Str("db.system.name", "postgresql")),
+	}
+	late := []schema.Span{span(5, 2, "render", schema.KindInternal, 21, 30)}
+
+	require.NoError(t, s.WriteSpans(ctx, "early", early))
+	p.Spans(early)
+	require.NoError(t, p.Flush(ctx))
+	require.EqualValues(t, 2, mustCount(t, s, "hops"), "the entry and the call; not the handler or its work")
+
+	require.NoError(t, s.WriteSpans(ctx, "late", late))
+	p.Spans(late)
+	require.NoError(t, p.Flush(ctx))
+	require.EqualValues(t, 1, p.counters().Reopened)
+	all := append(slices.Clone(early), late...)
+	hops, err := s.TraceHops(ctx, tid, store.SpanWindow(all))
+	require.NoError(t, err)
+	require.Len(t, hops, len(all), "the re-analysis wrote every span's hop")
+	want := analyze.New(analyze.DefaultConfig()).Trace(schema.NewTrace(all), time.Now()).Hops
+	for _, w := range want {
+		i := slices.IndexFunc(hops, func(h schema.Hop) bool { return h.SpanID == w.SpanID })
+		require.GreaterOrEqual(t, i, 0)
+		require.Equal(t, w.Path, hops[i].Path)
+		require.Equal(t, w.RemainingMs, hops[i].RemainingMs, "span %s", w.Operation)
+	}
+}
+
 // TestShutdownFlushes starts the worker and shuts it down with traces held:
 // they are analysed and stored before Shutdown returns.
 func TestShutdownFlushes(t *testing.T) {

@@ -1,8 +1,10 @@
 package schema
 
 // Hop is one analysed span: where it sits on its call path and what budget it
-// had. The analyzer writes one Hop per span; per-path and per-edge figures are
+// had. The analyzer makes one Hop per span; per-path and per-edge figures are
 // aggregates over hops, so the store never self-joins spans at query time.
+// The store keeps every hop but those analyze.Thin leaves out: work inside a
+// service whose parent's hop says all of it, which analyze.Rebuild rebuilds.
 //
 // For a CLIENT/PRODUCER span the hop is a call on the edge
 // CallerService/CallerOperation → CalleeService/CalleeOperation; for a

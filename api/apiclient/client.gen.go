@@ -424,7 +424,7 @@ type ProblemState string
 type Span struct {
 	Attributes *map[string]string `json:"attributes,omitempty"`
 
-	// Budget The analysed budget of this span; null until the trace is analysed.
+	// Budget The analysed budget of this span; null until the trace is analysed. The store keeps no hop for work inside a service that its parent's hop says all of; such a span's budget is rebuilt from its parent's, and is null when the span it inherits from is not among the spans returned (a truncated trace).
 	Budget nullable.Nullable[struct {
 		Attempt *int `json:"attempt,omitempty"`
 

@@ -36,8 +36,21 @@ func Traces(seed int64, nTraces int) ptrace.Traces {
 // Spans returns traces holding exactly nSpans spans in total, generated from
 // seed: traces of 5 to 30 spans, the last one smaller when that is what is
 // left.
-func Spans(seed int64, nSpans int) ptrace.Traces {
+func Spans(seed int64, nSpans int) ptrace.Traces { return newGen(seed).traces(nSpans) }
+
+// HandlerSpans is Spans with every request's work inside an INTERNAL span
+// under its SERVER span, as the instrumentation of Spring MVC and Express
+// records a request's handler: about a fifth of the spans are then work
+// inside a service rather than calls between services (Express's
+// middleware spans would add more).
+func HandlerSpans(seed int64, nSpans int) ptrace.Traces {
 	g := newGen(seed)
+	g.handlers = true
+	return g.traces(nSpans)
+}
+
+// traces generates traces holding exactly nSpans spans in total.
+func (g *gen) traces(nSpans int) ptrace.Traces {
 	for left := nSpans; left > 0; {
 		left -= g.trace(min(left, minTraceSpans+g.rng.IntN(maxTraceSpans-minTraceSpans+1)))
 	}
@@ -77,6 +90,7 @@ type gen struct {
 	services map[string]service
 	spans    map[string]ptrace.SpanSlice
 	now      uint64 // start of the next trace
+	handlers bool   // a SERVER span's work goes under an INTERNAL handler span (HandlerSpans)
 }
 
 func newGen(seed int64) *gen {
@@ -199,6 +213,21 @@ func (g *gen) server(c ctx, svc service, start uint64, size int, remainingMs int
 	}
 
 	cur := start + uint64(200_000+g.rng.IntN(800_000))
+	work := id // the parent of the request's calls and queries
+	var handler ptrace.Span
+	if g.handlers && size-used >= 2 {
+		handler = g.slice(svc.name).AppendEmpty()
+		g.fill(work[:])
+		handler.SetTraceID(c.traceID)
+		handler.SetSpanID(work)
+		handler.SetParentSpanID(id)
+		handler.SetName("handle " + route)
+		handler.SetKind(ptrace.SpanKindInternal)
+		handler.Attributes().PutStr("code.function.name", svc.name+".handle")
+		handler.SetStartTimestamp(pcommon.Timestamp(cur))
+		cur += 50_000
+		used++
+	}
 	left := size - used
 	// Calls to other services first, sharing the span budget between
 	// them, then database queries take whatever is left.
@@ -207,17 +236,20 @@ func (g *gen) server(c ctx, svc service, start uint64, size int, remainingMs int
 		for i := range k {
 			share := left / (k - i)
 			callee := g.services[svc.callees[g.rng.IntN(len(svc.callees))]]
-			end, n := g.call(ctx{traceID: c.traceID, parent: id, service: svc.name, deadline: c.deadline}, callee, cur, share)
+			end, n := g.call(ctx{traceID: c.traceID, parent: work, service: svc.name, deadline: c.deadline}, callee, cur, share)
 			used += n
 			left -= n
 			cur = end + uint64(100_000+g.rng.IntN(400_000))
 		}
 	}
 	for ; left > 0; left-- {
-		cur = g.query(ctx{traceID: c.traceID, parent: id}, svc, cur) + uint64(50_000)
+		cur = g.query(ctx{traceID: c.traceID, parent: work}, svc, cur) + uint64(50_000)
 		used++
 	}
 
+	if work != id {
+		handler.SetEndTimestamp(pcommon.Timestamp(cur))
+	}
 	end := cur + uint64(100_000+g.rng.IntN(500_000))
 	status := int64(200)
 	if c.cancelled || (c.deadline != 0 && end > c.deadline) {

@@ -105,6 +105,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	clients := fs.Int("clients", 8, "concurrent senders")
 	spansPer := fs.Int("spans-per-request", 1000, "spans in one export request")
 	distinct := fs.Int("requests", 200, "distinct pre-built requests, sent round-robin")
+	handlerSpans := fs.Bool("handler-spans", false, "put every request's work inside an INTERNAL handler span, as Spring MVC's and Express's instrumentation record it (about a fifth of the spans)")
 	targets := fs.String("targets", "collector,jaeger,floor,embedded", "comma-separated targets to load: collector, jaeger, floor, embedded, clickhouse, replicas-1, replicas-2 (budgetd replicas on clickhouse-server behind the loadbalancing Collector)")
 	budgetdBin := fs.String("budgetd", "bin/budgetd", "budgetd `binary`")
 	otelcolBin := fs.String("otelcol", ".cache/otelcol/otelcol-budgetd", "Collector `binary` (make test-setup builds it)")
@@ -147,6 +148,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 
 	fmt.Fprintf(out, "building %d requests of %d spans...\n", *distinct, *spansPer)
 	load := bench.Requests(*distinct, *spansPer)
+	if *handlerSpans {
+		load = bench.HandlerRequests(*distinct, *spansPer)
+	}
 
 	var rows []row
 	var floor *bench.InsertFloor
