@@ -18,6 +18,7 @@ type metrics struct {
 	amplified   prometheus.Histogram
 	traces      prometheus.Counter
 	skews       prometheus.Counter
+	leftOut     prometheus.Counter // hops not stored (analyze.Thin)
 	findings    *prometheus.CounterVec
 	writeErrors *prometheus.CounterVec
 	refused     *prometheus.CounterVec
@@ -59,6 +60,10 @@ func newMetrics(reg prometheus.Registerer, p *Pipeline) (*metrics, error) {
 		}),
 		skews: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "budgetd_analysis_clock_skews_total", Help: "Client/server span pairs whose clocks disagreed beyond the skew tolerance.",
+		}),
+		leftOut: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "budgetd_analysis_hops_left_out_total",
+			Help: "Analysed spans given no hop row: work inside a service whose parent's hop says all of it (the trace view rebuilds it from the parent's).",
 		}),
 		findings: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "budgetd_analysis_findings_total", Help: "Distinct findings produced, by kind and the severity they first had.",
@@ -133,7 +138,7 @@ func newMetrics(reg prometheus.Registerer, p *Pipeline) (*metrics, error) {
 	edgeStats := func(f func(analyze.Counters) float64) func() float64 {
 		return func() float64 { return f(p.analyzer.Counters()) }
 	}
-	collectors := []prometheus.Collector{m.byService, m.orphaned, m.amplified, m.traces, m.skews, m.findings, m.writeErrors, m.refused, m.readErrors, m.findingsCountedOnly, m.inferred, m.holding,
+	collectors := []prometheus.Collector{m.byService, m.orphaned, m.amplified, m.traces, m.skews, m.leftOut, m.findings, m.writeErrors, m.refused, m.readErrors, m.findingsCountedOnly, m.inferred, m.holding,
 		m.replicas, m.badStates, reopened, pendingTraces, pendingSpans, analysing, pendingBytes}
 	collectors = append(collectors, dropped...)
 	for _, t := range []struct {

@@ -314,7 +314,9 @@ func (p *Pipeline) analyse(ctx context.Context, now time.Time, due []analyze.Ass
 	for j := range hops {
 		hops[j].AnalyzedNs = uint64(now.UnixNano())
 	}
+	analysed := len(hops)
 	hops = storedHops(results, due, hops)
+	p.metrics.leftOut.Add(float64(analysed - len(hops)))
 	nFindings := 0
 	for _, res := range results {
 		nFindings += len(res.Findings)

@@ -165,11 +165,13 @@ func TestHopsOfWorkInsideAServiceAreNotStored(t *testing.T) {
 	p.Spans(early)
 	require.NoError(t, p.Flush(ctx))
 	require.EqualValues(t, 2, mustCount(t, s, "hops"), "the entry and the call; not the handler or its work")
+	require.EqualValues(t, 2, testutil.ToFloat64(p.metrics.leftOut))
 
 	require.NoError(t, s.WriteSpans(ctx, "late", late))
 	p.Spans(late)
 	require.NoError(t, p.Flush(ctx))
 	require.EqualValues(t, 1, p.counters().Reopened)
+	require.EqualValues(t, 2, testutil.ToFloat64(p.metrics.leftOut), "a re-analysis leaves nothing out")
 	all := append(slices.Clone(early), late...)
 	hops, err := s.TraceHops(ctx, tid, store.SpanWindow(all))
 	require.NoError(t, err)
