@@ -23,7 +23,7 @@ import (
 // and example findings too) into st in batches, the way budgetd serve would
 // have stored them.
 func Fill(ctx context.Context, st *chsql.Store, total, batch int) error {
-	f := newFiller(st, 0)
+	f := newFiller(st, 0, fillStart, uint64(time.Hour)/uint64(max(total, 1)))
 	for done := 0; done < total; {
 		n := min(batch, total-done)
 		if err := f.write(ctx, n); err != nil {
@@ -34,39 +34,49 @@ func Fill(ctx context.Context, st *chsql.Store, total, batch int) error {
 	return nil
 }
 
+// fillStart is where the fill starts: 2026-11-01 12:00, the hour Queries
+// reads, and where storetest.SpanBatch starts every batch.
+var fillStart = uint64(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC).UnixNano())
+
 // filler writes generated batches as budgetd's pipeline would: the spans,
 // then their analysis. Each batch has its own seed, so its trace ids are
-// new; its spans are 1 ms apart within the hour from 2026-11-01 12:00,
-// the hour Queries reads.
+// new. The batches follow each other in time, as traffic writes them:
+// Fill's cover the hour from 12:00, the hour Queries reads, and the
+// ingest's carry on from 13:00 at their rate. Until 2026-12-07 the fill's
+// spans were 1 ms apart and wrapped around the hour, and the ingest's
+// batches fell anywhere in it, so every merged part held most of the
+// hour, which no store fed by traffic does (docs/performance.md, step 50).
 type filler struct {
 	st       *chsql.Store
 	analyzer *analyze.Analyzer
 	examples *problems.Examples
 	interval time.Duration
 	seed     uint64 // the last batch's
+	next     uint64 // the next span's start, Unix ns
+	spacing  uint64 // between spans' starts, ns
 }
 
-func newFiller(st *chsql.Store, seed uint64) *filler {
+func newFiller(st *chsql.Store, seed, start, spacing uint64) *filler {
 	cfg := problems.DefaultConfig()
-	return &filler{st: st, analyzer: analyze.New(analyze.DefaultConfig()), examples: problems.NewExamples(cfg), interval: cfg.TrendInterval, seed: seed}
+	return &filler{st: st, analyzer: analyze.New(analyze.DefaultConfig()), examples: problems.NewExamples(cfg), interval: cfg.TrendInterval,
+		seed: seed, next: start, spacing: spacing}
 }
 
 func (f *filler) write(ctx context.Context, n int) error {
 	f.seed++
 	spans := storetest.SpanBatch(f.seed, n)
-	// Every generated batch starts at 12:00, 1 ms a span; batch after batch
-	// they are laid end to end over the hour instead, wrapping around, so
-	// the hour's findings fall into all of its trend intervals, as they do
-	// when traffic is steady.
-	hour := uint64(time.Hour / time.Millisecond)
-	shift := (f.seed - 1) * uint64(n) % (hour - uint64(n)%hour) * uint64(time.Millisecond)
+	// A generated batch starts at fillStart, span i at i ms (and a little
+	// jitter): it is moved to the filler's next slots, span i to
+	// next + i × spacing with its jitter, its duration and events kept.
 	for i := range spans {
+		shift := f.next + uint64(i)*f.spacing - (fillStart + uint64(i)*uint64(time.Millisecond))
 		spans[i].StartNs += shift
 		spans[i].EndNs += shift
 		for j := range spans[i].Events {
 			spans[i].Events[j].TimeNs += shift
 		}
 	}
+	f.next += uint64(n) * f.spacing
 	// Analysed when the pipeline would: once the batch's traces have been
 	// idle for assembly's idle period. Findings are read by when they were
 	// detected, so a wall-clock stamp would put them outside every window
@@ -129,7 +139,7 @@ func StartIngest(ctx context.Context, st *chsql.Store, spansPerSecond int) *Inge
 	in := &Ingest{stop: make(chan struct{}), done: make(chan struct{}), started: time.Now()}
 	go func() {
 		defer close(in.done)
-		f := newFiller(st, ingestSeed)
+		f := newFiller(st, ingestSeed, fillStart+uint64(time.Hour), uint64(time.Second)/uint64(max(spansPerSecond, 1)))
 		tick := time.NewTicker(time.Second)
 		defer tick.Stop()
 		for {
