@@ -207,7 +207,10 @@ func sameMs(a, b *float64) bool {
 // no such ancestor (its parent not read, or its trace not analysed yet)
 // gets none.
 func Rebuild(spans []schema.Span, hops []schema.Hop) []schema.Hop {
-	if len(hops) == 0 || len(hops) >= len(spans) {
+	// Not skipped when there are as many hops as spans: a batch stored
+	// twice (a retry after a lost acknowledgement, a replay) stores its
+	// hops twice, and some spans may still have none.
+	if len(hops) == 0 {
 		return hops
 	}
 	hopAt := make(map[schema.SpanID]int, len(spans))

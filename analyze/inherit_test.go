@@ -207,6 +207,22 @@ func TestRebuildWithoutAnAncestorsHop(t *testing.T) {
 	require.Empty(t, Rebuild(spans, nil))
 }
 
+// TestRebuildWhenHopsRepeat: hops stored twice (a batch written again
+// after a lost acknowledgement) may outnumber the spans while a span
+// still has none.
+func TestRebuildWhenHopsRepeat(t *testing.T) {
+	spans := build(1,
+		sp{id: 1, svc: "gw", name: "GET /", kind: schema.KindServer, start: 0, end: 100, attrs: attrs(rem(200))},
+		sp{id: 2, parent: 1, svc: "gw", name: "handler", kind: schema.KindInternal, start: 1, end: 90},
+	)
+	full := analyzeSpans(t, spans).Hops
+	stored := Thin(slices.Clone(full))
+	require.Len(t, stored, 1)
+	got := Rebuild(spans, append(stored, stored...))
+	require.Len(t, got, 3)
+	require.True(t, sameHop(&full[1], &got[2]), "rebuilt %+v, analysed %+v", got[2], full[1])
+}
+
 // TestSameHopComparesEveryField guards Thin against a field added to
 // schema.Hop and forgotten by sameHop: a hop differing there would be left
 // out and rebuilt without it.
