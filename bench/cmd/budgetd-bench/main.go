@@ -149,6 +149,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fmt.Fprintf(out, "building %d requests of %d spans...\n", *distinct, *spansPer)
 	load := bench.Requests(*distinct, *spansPer)
 	if *handlerSpans {
+		fmt.Fprintln(out, "each request's work inside an INTERNAL handler span (-handler-spans)")
 		load = bench.HandlerRequests(*distinct, *spansPer)
 	}
 
