@@ -22,8 +22,10 @@ import (
 	"github.com/budgetd/budgetd/store/chsql"
 	"github.com/budgetd/budgetd/store/clickhouse"
 	"github.com/budgetd/budgetd/store/clickhouse/clickhousetest"
-	"github.com/budgetd/budgetd/store/embedded"
+	"github.com/budgetd/budgetd/store/embedded/embeddedtest"
 )
+
+func TestMain(m *testing.M) { embeddedtest.Main(m) }
 
 const (
 	rulesFile     = "prometheus/budgetd-rules.yaml"
@@ -476,19 +478,7 @@ func TestGrafanaDashboardQueriesRun(t *testing.T) {
 	}
 }
 
-func openEmbedded(t *testing.T) *chsql.Store {
-	ctx := context.Background()
-	s, err := embedded.Open(ctx, embedded.Config{
-		DataDir:  filepath.Join(os.TempDir(), "budgetd-deploy-test"),
-		Database: fmt.Sprintf("deploytest_%d", time.Now().UnixNano()),
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = s.Conn().Exec(ctx, "DROP DATABASE IF EXISTS "+s.Database(), nil)
-		_ = s.Close()
-	})
-	return s
-}
+func openEmbedded(t *testing.T) *chsql.Store { return embeddedtest.Open(t, "deploytest") }
 
 func openClickHouse(t *testing.T) *chsql.Store {
 	srv := clickhousetest.Start(t)
