@@ -40,7 +40,9 @@ type Config struct {
 	// decoded, converted and committed, charged for what it takes decoded:
 	// estimated from the protobuf before decoding it, about 5 times its
 	// bytes for realistic spans and up to 16 for attribute-heavy ones
-	// (decodedsize.go). Beyond it requests are answered 503 / UNAVAILABLE;
+	// (decodedsize.go), and behind the write-ahead log for the record their
+	// spans are encoded into (about their protobuf's size). Beyond it
+	// requests are answered 503 / UNAVAILABLE;
 	// one request larger than the whole budget is taken alone.
 	MaxInFlightBytes int64 `yaml:"max_in_flight_bytes"`
 	// RetryAfter is the delay a refused sender is told to wait (HTTP

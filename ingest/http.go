@@ -187,6 +187,9 @@ func (s *Server) exportHTTP(w http.ResponseWriter, r *http.Request) outcome {
 		return s.writeHTTPError(w, enc, err)
 	}
 	defer release()
+	if !in.reserveTotal(s.withRecord(in.reserved, res.Spans)) {
+		return s.writeHTTPError(w, enc, fail(outcomeOverloaded, errBudgetFull))
+	}
 	if !s.acquire(s.httpSlots) {
 		return s.writeHTTPError(w, enc, fail(outcomeOverloaded, errors.New("too many concurrent requests")))
 	}

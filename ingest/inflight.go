@@ -6,11 +6,15 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/budgetd/budgetd/durable/record"
+	"github.com/budgetd/budgetd/schema"
 )
 
 // byteBudget bounds the request memory held at once over both transports:
 // bodies being read (HTTP), then requests being decoded, converted and
-// committed, charged for what they take decoded (decodedSize). The request
+// committed, charged for what they take decoded (decodedSize) and for the
+// log record Commit encodes their spans into (withRecord). The request
 // slots bound how many requests are processed at once; they are taken only
 // once a request has been read, so a slow sender holds bytes of this
 // budget — as many as it has sent — but never a slot.
@@ -38,6 +42,21 @@ func (b *byteBudget) tryAcquire(n int64) bool {
 // more than the budget is admitted alone, when nothing else is held,
 // rather than never.
 func (b *byteBudget) clamp(n int64) int64 { return min(n, b.max) }
+
+// withRecord is a request's charge of the in-flight budget, charged so far
+// (what it takes decoded), with the write-ahead log record Commit encodes
+// its spans into added when the Durability copies them into one
+// (record.Size: about its protobuf's size for realistic spans, more for
+// numbers, whose text is longer than their wire form, and for a
+// resource's service name, which the record repeats for each span). The
+// record is held while the request is, so the charge counts it: without
+// it, a request of long strings held 1.7 times what it was charged.
+func (s *Server) withRecord(charged int64, spans []schema.Span) int64 {
+	if !s.reuseRequests || len(spans) == 0 {
+		return charged
+	}
+	return max(charged, s.inflight.clamp(charged+int64(record.Size(spans))))
+}
 
 func (b *byteBudget) release(n int64) {
 	if n == 0 {

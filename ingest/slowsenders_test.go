@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"testing"
@@ -19,6 +20,9 @@ import (
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/budgetd/budgetd/durable"
+	"github.com/budgetd/budgetd/durable/record"
 )
 
 // slowSenders is more than ingest.max_concurrent_requests (64): before
@@ -213,6 +217,53 @@ func TestInFlightChargesDecodedSize(t *testing.T) {
 	a = post(t, ts, http.MethodPost, tracesPath, contentTypeProtobuf, "", light)
 	require.Equal(t, http.StatusOK, a.status, "body: %s", a.body)
 	require.Equal(t, uint64(50), countRows(t, st))
+}
+
+// TestInFlightChargesTheLogRecord checks that, behind the write-ahead log,
+// a request is charged the log record Commit encodes its spans into as
+// well as what it takes decoded: with half of ingest.max_in_flight_bytes
+// (8 MiB) held by trickling HTTP bodies, a 2.3 MB request of long strings
+// that fits decoded (2.6 MB) but not with its record (2.3 MB more) is
+// refused on both ports as overloaded, to be retried, while a realistic
+// request is taken. Charged without its record, it was taken.
+func TestInFlightChargesTheLogRecord(t *testing.T) {
+	st := openEmbedded(t)
+	dir := t.TempDir()
+	dcfg := durable.DefaultConfig()
+	dcfg.WAL.Dir = filepath.Join(dir, "wal")
+	dcfg.DeadLetterDir = filepath.Join(dir, "dead-letter")
+	d, err := durable.OpenLog(dcfg, durable.Settings{Store: st})
+	require.NoError(t, err)
+	cfg := testConfig()
+	cfg.HTTP.MaxRequestBytes = 4 << 20
+	cfg.MaxInFlightBytes = 8 << 20
+	cfg.HTTP.ReadTimeout = time.Minute // longer than the test: nothing is cut off
+	reg := prometheus.NewRegistry()
+	ts := startServerWith(t, cfg, Settings{Logger: testLogger(t), Durability: d, Registerer: reg}, reg)
+
+	trickleHTTP(t, ts.httpAddr, 16)
+	waitFor(t, "the trickling bodies to hold half the budget", func() bool {
+		return metricValue(t, ts, "budgetd_ingest_in_flight_bytes", nil) == 16*budgetStep
+	})
+	long := manyAttrs(t, 25, 60, 0, func(m pcommon.Map, k string) { m.PutStr(k, string(make([]byte, 1500))) })
+	c, err := NewConverter(DefaultLimits())
+	require.NoError(t, err)
+	res, err := c.ConvertProto(long)
+	require.NoError(t, err)
+	room := int64(8<<20 - 16*budgetStep)
+	require.Less(t, decodedSize(long), room-budgetStep, "decoded, it fits (with the body's last read step)")
+	require.Greater(t, decodedSize(long)+int64(record.Size(res.Spans)), room, "with its record, it does not")
+
+	_, err = exportRaw(t, dialGRPC(t, ts), long, "")
+	require.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
+	a := post(t, ts, http.MethodPost, tracesPath, contentTypeProtobuf, "", long)
+	require.Equal(t, http.StatusServiceUnavailable, a.status, "body: %s", a.body)
+
+	light := encode(t, tracesWithBad(11, 50, 0, 0), encodingProtobuf)
+	a = post(t, ts, http.MethodPost, tracesPath, contentTypeProtobuf, "", light)
+	require.Equal(t, http.StatusOK, a.status, "body: %s", a.body)
+	waitFor(t, "the realistic request's spans to be stored", func() bool { return countRows(t, st) == 50 })
+	require.Equal(t, 0.0, metricValue(t, ts, "budgetd_ingest_in_flight_bytes", nil)-16*budgetStep, "each request gave its charge back")
 }
 
 // TestBodyHoldsWhatItIsCharged reads a 5.5 MB gzipped body, larger than

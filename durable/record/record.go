@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 	"unsafe"
 
@@ -75,6 +76,50 @@ func AppendSpans(dst []byte, spans []schema.Span) []byte {
 		}
 	}
 	return dst
+}
+
+// Size is the length of the record AppendSpans writes for spans, worked
+// out without writing it: ingest charges a request's record to its
+// in-flight memory before Commit encodes it.
+func Size(spans []schema.Span) int {
+	n := 1 + uvarintLen(uint64(len(spans)))
+	var prevResource schema.Attributes
+	for i := range spans {
+		s := &spans[i]
+		n += len(s.TraceID) + len(s.SpanID) + len(s.ParentSpanID) + 2
+		n += stringLen(s.TraceState) + stringLen(s.Service) + stringLen(s.Name)
+		n += uvarintLen(s.StartNs) + uvarintLen(s.EndNs)
+		n += stringLen(s.StatusMessage) + stringLen(s.ScopeName) + stringLen(s.ScopeVersion)
+		if i > 0 && sameSlice(s.ResourceAttrs, prevResource) {
+			n++
+		} else {
+			n += uvarintLen(uint64(len(s.ResourceAttrs))+1) + attrListLen(s.ResourceAttrs)
+		}
+		prevResource = s.ResourceAttrs
+		n += attrsLen(s.Attrs) + uvarintLen(uint64(len(s.Events)))
+		for _, e := range s.Events {
+			n += uvarintLen(e.TimeNs) + stringLen(e.Name) + attrsLen(e.Attrs)
+		}
+		n += uvarintLen(uint64(len(s.Links)))
+		for _, l := range s.Links {
+			n += len(l.TraceID) + len(l.SpanID) + stringLen(l.TraceState) + attrsLen(l.Attrs)
+		}
+	}
+	return n
+}
+
+func uvarintLen(v uint64) int { return (bits.Len64(v|1) + 6) / 7 }
+
+func stringLen(s string) int { return uvarintLen(uint64(len(s))) + len(s) }
+
+func attrsLen(as schema.Attributes) int { return uvarintLen(uint64(len(as))) + attrListLen(as) }
+
+func attrListLen(as schema.Attributes) int {
+	n := 0
+	for _, a := range as {
+		n += stringLen(a.Key) + 1 + stringLen(a.Value)
+	}
+	return n
 }
 
 func appendString(dst []byte, s string) []byte {

@@ -1,10 +1,12 @@
 package record
 
 import (
+	"math/rand/v2"
 	"os"
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -79,6 +81,44 @@ func TestSpanCodecSharesResources(t *testing.T) {
 	require.Equal(t, spans, again)
 }
 
+// TestSizeIsTheRecordsLength checks Size against what AppendSpans writes:
+// the spans above, and random spans whose strings, lists and numbers cross
+// every uvarint length, in runs that share their resource and runs that
+// do not.
+func TestSizeIsTheRecordsLength(t *testing.T) {
+	require.Equal(t, len(AppendSpans(nil, nil)), Size(nil))
+	require.Equal(t, len(AppendSpans(nil, codecSpans())), Size(codecSpans()))
+
+	r := rand.New(rand.NewPCG(1, 2))
+	str := func() string { return strings.Repeat("x", []int{0, 1, 127, 128, 16383, 16384}[r.IntN(6)]) }
+	num := func() uint64 { return r.Uint64() >> r.IntN(64) }
+	attrs := func() schema.Attributes {
+		as := make(schema.Attributes, []int{0, 1, 3, 200}[r.IntN(4)])
+		for i := range as {
+			as[i] = schema.Attr{Key: str(), Type: schema.AttrType(r.IntN(8)), Value: str()}
+		}
+		return as
+	}
+	for run := range 50 {
+		spans := make([]schema.Span, r.IntN(20))
+		resource := attrs()
+		for i := range spans {
+			s := &spans[i]
+			s.TraceState, s.Service, s.Name, s.StatusMessage, s.ScopeName, s.ScopeVersion = str(), str(), str(), str(), str(), str()
+			s.StartNs, s.EndNs = num(), num()
+			s.ResourceAttrs, s.Attrs = resource, attrs()
+			if r.IntN(3) == 0 {
+				resource = attrs()
+			}
+			for range r.IntN(3) {
+				s.Events = append(s.Events, schema.Event{TimeNs: num(), Name: str(), Attrs: attrs()})
+				s.Links = append(s.Links, schema.Link{TraceState: str(), Attrs: attrs()})
+			}
+		}
+		require.Equal(t, len(AppendSpans(nil, spans)), Size(spans), "run %d", run)
+	}
+}
+
 // TestSpanCodecReadsVersion1 decodes a record written by the version 1
 // codec (testdata/spans-v1.bin: codecSpans and two more copies of its
 // second span), which a log written before the upgrade still holds.
@@ -144,6 +184,15 @@ func BenchmarkSpanCodec(b *testing.B) {
 		var buf []byte
 		for b.Loop() {
 			buf = AppendSpans(buf[:0], spans)
+		}
+	})
+	b.Run("size", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if Size(spans) != len(data) {
+				b.Fatal("size differs")
+			}
 		}
 	})
 	b.Run("decode", func(b *testing.B) {
