@@ -144,13 +144,13 @@ func (s *Server) exportGRPCRequest(ctx context.Context, dec func(any) error) (*r
 		in.free()
 		return nil, outcomeMalformed, s.grpcError(fail(outcomeMalformed, fmt.Errorf("decode otlp/protobuf: %w", err)))
 	}
-	record := s.withRecord(charge, res.Spans) - charge
-	if !s.inflight.tryAcquire(record) {
+	recordCharge := s.withRecord(charge, res.Spans) - charge
+	if !s.inflight.tryAcquire(recordCharge) {
 		release()
 		in.free()
 		return nil, outcomeOverloaded, s.grpcError(fail(outcomeOverloaded, errBudgetFull))
 	}
-	defer s.inflight.release(record)
+	defer s.inflight.release(recordCharge)
 
 	resp, o, err := s.export(ctx, res, transportGRPC)
 	// Commit has copied the spans (or refused them): their memory, gRPC's

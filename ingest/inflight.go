@@ -43,21 +43,6 @@ func (b *byteBudget) tryAcquire(n int64) bool {
 // rather than never.
 func (b *byteBudget) clamp(n int64) int64 { return min(n, b.max) }
 
-// withRecord is a request's charge of the in-flight budget, charged so far
-// (what it takes decoded), with the write-ahead log record Commit encodes
-// its spans into added when the Durability copies them into one
-// (record.Size: about its protobuf's size for realistic spans, more for
-// numbers, whose text is longer than their wire form, and for a
-// resource's service name, which the record repeats for each span). The
-// record is held while the request is, so the charge counts it: without
-// it, a request of long strings held 1.7 times what it was charged.
-func (s *Server) withRecord(charged int64, spans []schema.Span) int64 {
-	if !s.reuseRequests || len(spans) == 0 {
-		return charged
-	}
-	return max(charged, s.inflight.clamp(charged+int64(record.Size(spans))))
-}
-
 func (b *byteBudget) release(n int64) {
 	if n == 0 {
 		return
@@ -66,6 +51,22 @@ func (b *byteBudget) release(n int64) {
 	b.used -= n
 	b.gauge.Set(float64(b.used))
 	b.mu.Unlock()
+}
+
+// withRecord is a request's charge of the in-flight budget, charged so far
+// (what it takes decoded), with the write-ahead log record Commit encodes
+// its spans into added when the Durability copies them into one
+// (record.Size: about its protobuf's size for realistic spans, more for
+// numbers, whose text is longer than their wire form, and for a
+// resource's service name and a scope's name and version, which the
+// record repeats for each span). The record is held while the request
+// is, so the charge counts it: without it, a request of long strings held
+// 1.7 times what it was charged.
+func (s *Server) withRecord(charged int64, spans []schema.Span) int64 {
+	if !s.reuseRequests || len(spans) == 0 {
+		return charged
+	}
+	return max(charged, s.inflight.clamp(charged+int64(record.Size(spans))))
 }
 
 // budgetStep is how much a body being read reserves at a time.
