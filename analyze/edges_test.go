@@ -146,3 +146,35 @@ func TestAnalyzerConcurrentUse(t *testing.T) {
 	}
 	require.EqualValues(t, 4*50*(2+4), calls)
 }
+
+// TestLateStopAtTheDeadline checks when a callee counts as stopped at its
+// deadline, and so as no latency sample: within a timer's width of it, or,
+// when its own span says a timeout or cancellation ended it, up to 20 ms
+// more (a loaded machine's late notice: sim/shapes' grpc_deadline callees
+// ended 5–12 ms past a 380 ms deadline under the race detector). A callee
+// that answers after its deadline, works on past that margin, or times out
+// on a longer timeout of its own, counts.
+func TestLateStopAtTheDeadline(t *testing.T) {
+	ms := func(v float64) *float64 { return &v }
+	entry := func(durMs float64, timedOut bool) *schema.Hop {
+		return &schema.Hop{Kind: schema.KindServer, StartNs: 2_000_000, DurationNs: uint64(durMs * 1e6), RemainingMs: ms(380), TimedOut: timedOut}
+	}
+	call := &schema.Hop{Kind: schema.KindClient, StartNs: 1_000_000, DurationNs: 381_000_000, TimedOut: true}
+	for _, tc := range []struct {
+		name     string
+		callee   *schema.Hop
+		stopped  bool
+		withCall bool
+	}{
+		{"at its deadline", entry(381, false), true, true},
+		{"timed out 12 ms late", entry(392, true), true, true},
+		{"timed out 27 ms late, a timer's width and 20 ms", entry(407, true), true, true},
+		{"timed out 40 ms late", entry(420, true), false, false},
+		{"answered 12 ms late", entry(392, false), false, false},
+		{"timed out on a timeout of its own, twice the deadline", entry(760, true), false, false},
+		{"timed out early, on a shorter timeout of its own", entry(200, true), false, false},
+	} {
+		require.Equal(t, tc.stopped, stoppedAtDeadline(tc.callee), "%s: stoppedAtDeadline", tc.name)
+		require.Equal(t, tc.withCall, stoppedWithCall(call, tc.callee), "%s: stoppedWithCall", tc.name)
+	}
+}
