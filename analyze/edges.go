@@ -121,8 +121,7 @@ func stoppedAt(ms, deadlineMs float64, timedOut bool) bool {
 	if nearMs(ms, deadlineMs) {
 		return true
 	}
-	width := max(clusterWidth*max(ms, deadlineMs), defaultSkewToleranceMs)
-	return timedOut && ms > deadlineMs && ms-deadlineMs <= width+lateNoticeMs
+	return timedOut && ms > deadlineMs && ms-deadlineMs <= timerWidthMs(ms, deadlineMs)+lateNoticeMs
 }
 
 // lateNoticeMs is how much later than a timer's width past its deadline a
@@ -132,10 +131,15 @@ func stoppedAt(ms, deadlineMs float64, timedOut bool) bool {
 const lateNoticeMs = 4 * defaultSkewToleranceMs
 
 // nearMs reports whether two durations agree within the width of one
-// timer's firings: clusterWidth of the larger, at least the default skew
-// tolerance.
+// timer's firings (timerWidthMs).
 func nearMs(a, b float64) bool {
-	return math.Abs(a-b) <= max(clusterWidth*max(a, b), defaultSkewToleranceMs)
+	return math.Abs(a-b) <= timerWidthMs(a, b)
+}
+
+// timerWidthMs is the width of one timer's firings around durations a and
+// b: clusterWidth of the larger, at least the default skew tolerance.
+func timerWidthMs(a, b float64) float64 {
+	return max(clusterWidth*max(a, b), defaultSkewToleranceMs)
 }
 
 // spanRef identifies a span across traces.
