@@ -22,3 +22,12 @@ func BenchmarkWriteSpansAttributes(b *testing.B) {
 		return embedded.Open(ctx, embedded.Config{DataDir: dir, Database: database})
 	}, 5000)
 }
+
+// BenchmarkWriteHops: ten drain rounds' hops of 5,000 spans each, merged
+// into one part (storetest.BenchmarkWriteHops).
+func BenchmarkWriteHops(b *testing.B) {
+	dir := b.TempDir()
+	storetest.BenchmarkWriteHops(b, func(ctx context.Context, database string) (*chsql.Store, error) {
+		return embedded.Open(ctx, embedded.Config{DataDir: dir, Database: database})
+	}, 5000, 10)
+}

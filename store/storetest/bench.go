@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/budgetd/budgetd/analyze"
 	"github.com/budgetd/budgetd/schema"
 	"github.com/budgetd/budgetd/store/chsql"
 )
@@ -138,6 +140,120 @@ func benchmarkWriteSpans(b *testing.B, open func(ctx context.Context, database s
 	}
 	b.ReportMetric(float64(b.N*batchSize)/b.Elapsed().Seconds(), "rows/s")
 	b.ReportMetric(diskBytes, "disk-B/span")
+}
+
+// HopBatch returns the hops budgetd's pipeline stores for SpanBatch(seed,
+// n): each trace analysed once it is idle, thinned (analyze.Thin) and
+// stamped with the analysis time.
+func HopBatch(seed uint64, n int) []schema.Hop {
+	byTrace := map[schema.TraceID][]schema.Span{}
+	var order []schema.TraceID
+	for _, s := range SpanBatch(seed, n) {
+		if _, ok := byTrace[s.TraceID]; !ok {
+			order = append(order, s.TraceID)
+		}
+		byTrace[s.TraceID] = append(byTrace[s.TraceID], s)
+	}
+	a := analyze.New(analyze.DefaultConfig())
+	now := time.Date(2026, 11, 1, 13, 0, 0, 0, time.UTC)
+	var hops []schema.Hop
+	for _, id := range order {
+		r := a.Trace(schema.NewTrace(byTrace[id]), now)
+		for i := range r.Hops {
+			r.Hops[i].AnalyzedNs = uint64(now.UnixNano())
+		}
+		hops = append(hops, analyze.Thin(r.Hops)...)
+	}
+	return hops
+}
+
+// BenchmarkWriteHops measures what the hops table costs the engine: each
+// iteration writes parts batches of hops (HopBatch of batchSize spans) with
+// merges stopped, then merges them into one part, as the engine's
+// background merges would, a level at a time. It reports the process's CPU
+// (user and system, every thread: open must start an engine inside the
+// process for the figures to mean anything) per hop for the inserts and for
+// the merge apart, and the merged part's bytes on disk per hop. It runs
+// twice: as the store is, and with the interval statistics' materialized
+// views dropped from its database, so the difference is what the views
+// cost each insert (docs/performance.md, round 2 step 52).
+func BenchmarkWriteHops(b *testing.B, open func(ctx context.Context, database string) (*chsql.Store, error), batchSize, parts int) {
+	batches := make([][]schema.Hop, parts)
+	hops := 0
+	for i := range batches {
+		batches[i] = HopBatch(uint64(i+1), batchSize)
+		hops += len(batches[i])
+	}
+	for _, views := range []bool{true, false} {
+		name := "stats-views"
+		if !views {
+			name = "no-stats-views"
+		}
+		b.Run(name, func(b *testing.B) { benchmarkWriteHops(b, open, batches, hops, views) })
+	}
+}
+
+func benchmarkWriteHops(b *testing.B, open func(ctx context.Context, database string) (*chsql.Store, error), batches [][]schema.Hop, hops int, views bool) {
+	ctx := context.Background()
+	db := fmt.Sprintf("bench_%d", time.Now().UnixNano())
+	s, err := open(ctx, db)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		_ = s.Conn().Exec(ctx, "DROP DATABASE IF EXISTS "+db, nil)
+		_ = s.Close()
+	}()
+	exec := func(q string) {
+		if err := s.Conn().Exec(ctx, q, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if !views {
+		exec("DROP VIEW " + db + ".path_stats_mv")
+		exec("DROP VIEW " + db + ".edge_stats_mv")
+	}
+	var insertCPU, mergeCPU time.Duration
+	var diskBytes float64
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		b.StopTimer()
+		exec("TRUNCATE TABLE " + db + ".hops")
+		exec("SYSTEM STOP MERGES " + db + ".hops")
+		b.StartTimer()
+		t0 := processCPU(b)
+		for j, batch := range batches {
+			if err := s.WriteHops(ctx, fmt.Sprintf("bench-%d-%d", i, j), batch); err != nil {
+				b.Fatal(err)
+			}
+		}
+		t1 := processCPU(b)
+		exec("SYSTEM START MERGES " + db + ".hops")
+		exec("OPTIMIZE TABLE " + db + ".hops FINAL")
+		insertCPU += t1 - t0
+		mergeCPU += processCPU(b) - t1
+		b.StopTimer()
+		bytes, err := DiskBytes(ctx, s)
+		if err != nil {
+			b.Fatal(err)
+		}
+		diskBytes = float64(bytes["hops"]) / float64(hops)
+		b.StartTimer()
+	}
+	n := float64(b.N * hops)
+	b.ReportMetric(float64(insertCPU.Microseconds())/n, "insert-CPU-µs/hop")
+	b.ReportMetric(float64(mergeCPU.Microseconds())/n, "merge-CPU-µs/hop")
+	b.ReportMetric(diskBytes, "disk-B/hop")
+}
+
+// processCPU is the CPU time the process has used, user and system, all
+// its threads.
+func processCPU(b *testing.B) time.Duration {
+	var r syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &r); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(r.Utime.Nano() + r.Stime.Nano())
 }
 
 // spansBytesPerRow merges the spans table's parts and returns its bytes on

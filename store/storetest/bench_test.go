@@ -36,3 +36,31 @@ func TestSpanBatchTraces(t *testing.T) {
 		}
 	}
 }
+
+// TestHopBatchIsAnalysed checks BenchmarkWriteHops writes what the pipeline
+// stores: the analysed, thinned hops of SpanBatch's traces, stamped with
+// their analysis time, entries and calls with their paths and budgets.
+func TestHopBatchIsAnalysed(t *testing.T) {
+	spans := SpanBatch(3, 1000)
+	hops := HopBatch(3, 1000)
+	require.NotEmpty(t, hops)
+	require.LessOrEqual(t, len(hops), len(spans), "at most a hop a span")
+	traces := map[schema.TraceID]bool{}
+	for _, s := range spans {
+		traces[s.TraceID] = true
+	}
+	kinds := map[schema.SpanKind]int{}
+	budgets := 0
+	for _, h := range hops {
+		require.True(t, traces[h.TraceID], "hop of a trace not in the batch")
+		require.NotEmpty(t, h.Path)
+		require.NotZero(t, h.AnalyzedNs)
+		kinds[h.Kind]++
+		if h.RemainingMs != nil || h.BudgetMs != nil {
+			budgets++
+		}
+	}
+	require.NotZero(t, kinds[schema.KindServer], "entries")
+	require.NotZero(t, kinds[schema.KindClient], "calls")
+	require.NotZero(t, budgets, "hops with a budget")
+}
