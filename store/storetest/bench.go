@@ -109,15 +109,7 @@ func BenchmarkWriteSpansAttributes(b *testing.B, open func(ctx context.Context, 
 
 func benchmarkWriteSpans(b *testing.B, open func(ctx context.Context, database string) (*chsql.Store, error), batchSize, extra int) {
 	ctx := context.Background()
-	db := fmt.Sprintf("bench_%d", time.Now().UnixNano())
-	s, err := open(ctx, db)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() {
-		_ = s.Conn().Exec(ctx, "DROP DATABASE IF EXISTS "+db, nil)
-		_ = s.Close()
-	}()
+	s := openBenchStore(ctx, b, open)
 	batches := make([][]schema.Span, 8)
 	for i := range batches {
 		batches[i] = SpanBatch(uint64(i+1), batchSize)
@@ -140,6 +132,21 @@ func benchmarkWriteSpans(b *testing.B, open func(ctx context.Context, database s
 	}
 	b.ReportMetric(float64(b.N*batchSize)/b.Elapsed().Seconds(), "rows/s")
 	b.ReportMetric(diskBytes, "disk-B/span")
+}
+
+// openBenchStore opens a store in a database of its own for one benchmark,
+// dropped when the benchmark ends.
+func openBenchStore(ctx context.Context, b *testing.B, open func(ctx context.Context, database string) (*chsql.Store, error)) *chsql.Store {
+	db := fmt.Sprintf("bench_%d", time.Now().UnixNano())
+	s, err := open(ctx, db)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = s.Conn().Exec(ctx, "DROP DATABASE IF EXISTS "+db, nil)
+		_ = s.Close()
+	})
+	return s
 }
 
 // HopBatch returns the hops budgetd's pipeline stores for SpanBatch(seed,
@@ -195,15 +202,8 @@ func BenchmarkWriteHops(b *testing.B, open func(ctx context.Context, database st
 
 func benchmarkWriteHops(b *testing.B, open func(ctx context.Context, database string) (*chsql.Store, error), batches [][]schema.Hop, hops int, views bool) {
 	ctx := context.Background()
-	db := fmt.Sprintf("bench_%d", time.Now().UnixNano())
-	s, err := open(ctx, db)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() {
-		_ = s.Conn().Exec(ctx, "DROP DATABASE IF EXISTS "+db, nil)
-		_ = s.Close()
-	}()
+	s := openBenchStore(ctx, b, open)
+	db := s.Database()
 	exec := func(q string) {
 		if err := s.Conn().Exec(ctx, q, nil); err != nil {
 			b.Fatal(err)
