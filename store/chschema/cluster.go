@@ -25,10 +25,10 @@ const LocalSuffix = "_local"
 // looks up; edge_states by budgetd replica and follow_positions by source,
 // so the rows that ReplacingMergeTree collapses (same sorting key) meet on
 // one shard — reads take the newest row per key with GROUP BY, which
-// Distributed merges across shards anyway. path_stats and edge_stats are
-// filled on each shard by materialized views over its local hops; their
-// keys place only the rows inserted through the Distributed table (a
-// re-analysis's negated rows), and reads sum across shards.
+// Distributed merges across shards anyway. path_stats and edge_stats rows are
+// inserted through the Distributed tables (the store adds them up from
+// each batch of hops; until migration 0025 materialized views filled them
+// on each shard from its local hops), and reads sum across shards.
 var shardingKeys = map[string]string{
 	"spans":            "cityHash64(trace_id)",
 	"trace_index":      "cityHash64(trace_id)",
@@ -106,6 +106,7 @@ func onClusterClause(p DDLParams) string {
 //   - CREATE VIEW V AS … runs ON CLUSTER: it reads the Distributed tables;
 //   - CREATE MATERIALIZED VIEW V TO … runs ON CLUSTER: the template names
 //     the local tables it reads and writes ({{.Local}});
+//   - DROP TABLE IF EXISTS V of a view runs ON CLUSTER;
 //   - INSERT INTO T SELECT … runs once, on the Distributed tables.
 func onCluster(p DDLParams, stmts []string) ([]string, error) {
 	var out, altered []string
@@ -187,6 +188,14 @@ func clusterStatement(p DDLParams, st string) (out []string, altered string, err
 		}
 		return []string{"CREATE MATERIALIZED VIEW IF NOT EXISTS " + db + view + on + " TO " + query}, "", nil
 	}
+	if rest, ok := strings.CutPrefix(st, "DROP TABLE IF EXISTS "+db); ok {
+		// A view (every host has it under one name); a table of budgetd's
+		// is a local and a Distributed table, which this does not drop.
+		if !ValidIdentifier(rest) || shardingKeys[rest] != "" {
+			return nil, "", fmt.Errorf("put %q on a cluster: want DROP TABLE IF EXISTS db.view", firstLine(st))
+		}
+		return []string{"DROP TABLE IF EXISTS " + db + rest + on}, "", nil
+	}
 	if rest, ok := strings.CutPrefix(st, "INSERT INTO "+db); ok {
 		table, _, _ := strings.Cut(rest, " ")
 		if shardingKeys[table] == "" {
@@ -264,11 +273,12 @@ func firstLine(s string) string {
 
 // Folded returns the statements that create the schema of migrations,
 // rendered for p.Cluster, in a database that holds none of its tables yet:
-// each ADD COLUMN folded into its table's CREATE, and without the
+// each ADD COLUMN folded into its table's CREATE, without the
 // Distributed tables' re-creation that follows an ADD COLUMN, since they
-// are created over complete local tables. It spares a new database one
-// replicated ALTER per added column, each of which 18.16 runs in about a
-// second. The result's tables have the columns, in the order, that the
+// are created over complete local tables. A view a later migration drops
+// is created and then dropped, as one migration at a time does. It spares
+// a new database one replicated ALTER per added column, each of which
+// 18.16 runs in about a second. The result's tables have the columns, in the order, that the
 // migrations one by one give them (the conformance suite checks them
 // against the Go tables).
 func Folded(p DDLParams, migrations []Migration) []string {
@@ -286,8 +296,15 @@ func Folded(p DDLParams, migrations []Migration) []string {
 				table, _, _ := strings.Cut(rest, " ")
 				created[table] = len(out)
 			}
-			if strings.HasPrefix(st, "DROP TABLE IF EXISTS ") {
-				continue // only to make a Distributed table again
+			if rest, ok := strings.CutPrefix(st, "DROP TABLE IF EXISTS "+p.Database+"."); ok {
+				name, _, _ := strings.Cut(rest, " ")
+				if shardingKeys[name] != "" {
+					continue // only to make a Distributed table again
+				}
+				// A view a later migration drops stays created first: its
+				// CREATE reads its table's later columns, which is what
+				// tells a table made in its first form meanwhile
+				// (createFolded's fallback in chsql).
 			}
 			if rest, ok := strings.CutPrefix(st, alterPrefix); ok {
 				table, change, _ := strings.Cut(rest, " ")

@@ -177,6 +177,7 @@ func TestClusterMigrations(t *testing.T) {
 		if f.OtelView {
 			require.Contains(t, all, "CREATE VIEW IF NOT EXISTS budgetd.otel_traces ON CLUSTER c1 AS\nSELECT")
 		}
+		require.Contains(t, all, "DROP TABLE IF EXISTS budgetd.path_stats_mv ON CLUSTER c1\n", "the statistics views go on every host")
 		if f.SkipIndexes {
 			require.Contains(t, all, "ALTER TABLE budgetd.hops_local ON CLUSTER c1 ADD INDEX idx_trace_id trace_id TYPE bloom_filter")
 		}
@@ -190,6 +191,7 @@ func TestClusterStatementsRefused(t *testing.T) {
 		"CREATE TABLE IF NOT EXISTS budgetd.spans (x UInt8\n) ENGINE = Log",
 		"ALTER TABLE budgetd.spans DROP COLUMN x",
 		"DROP TABLE budgetd.spans",
+		"DROP TABLE IF EXISTS budgetd.spans",
 	} {
 		_, err := onCluster(p, []string{st})
 		require.Error(t, err, st)
@@ -222,7 +224,7 @@ func TestFolded(t *testing.T) {
 		folded := Folded(p, ms)
 		all := strings.Join(folded, "\n")
 		require.NotContains(t, all, "ADD COLUMN")
-		require.NotContains(t, all, "DROP TABLE")
+		require.NotContains(t, all, "DROP TABLE IF EXISTS budgetd.hops ", "no Distributed table made again")
 		var hops string
 		for _, st := range folded {
 			if strings.HasPrefix(st, "CREATE TABLE IF NOT EXISTS budgetd.hops_local ON CLUSTER c1 (") {
@@ -233,6 +235,10 @@ func TestFolded(t *testing.T) {
 			"    inferred_timeout_ms Nullable(Float64),\n    inferred_remaining_ms Nullable(Float64),\n    inference_confidence Float64 DEFAULT 0,\n"+
 			"    path_calls UInt32 DEFAULT 0\n) ENGINE = ReplicatedMergeTree(")
 		require.Equal(t, 1, strings.Count(all, "CREATE TABLE IF NOT EXISTS budgetd.hops ON CLUSTER c1 AS"), "the Distributed table once")
+		require.Contains(t, all, "DROP TABLE IF EXISTS budgetd.path_stats_mv ON CLUSTER c1", "a view a later migration drops is dropped")
+		require.Less(t, strings.Index(all, "CREATE MATERIALIZED VIEW IF NOT EXISTS budgetd.path_stats_mv"),
+			strings.Index(all, "DROP TABLE IF EXISTS budgetd.path_stats_mv"), "after it is created")
+		require.Contains(t, all, "CREATE TABLE IF NOT EXISTS budgetd.path_stats_local ON CLUSTER c1 (")
 		if f.CompactParts {
 			require.Contains(t, all, "ALTER TABLE budgetd.hops_local ON CLUSTER c1 MODIFY SETTING", "storage changes stay ALTERs")
 		}

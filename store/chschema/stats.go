@@ -10,9 +10,12 @@ import (
 // Interval statistics (0019_interval_stats.sql): the paths, edges and
 // totals reads once grouped every hop of their window — ten million rows
 // an hour at budgetd's rate. The path_stats and edge_stats tables hold
-// what those reads need per minute of span start instead, filled by a
-// materialized view from every block of hops inserted, so a read sums a
-// few hundred thousand rows whatever the traffic.
+// what those reads need per minute of span start instead, so a read sums
+// a few hundred thousand rows whatever the traffic. The store adds them up
+// from every batch of hops it writes (chsql.pathStatsOf, edgeStatsOf,
+// which make the rows PathStatsSelect and EdgeStatsSelect make; until
+// migration 0025 two materialized views ran these selects on every block
+// of hops inserted).
 //
 // A row is a count and a sum of values (n, total) under a measure and a
 // bucket: for a measure of counts (the outcome of a hop, the retry flag of

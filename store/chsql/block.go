@@ -19,6 +19,8 @@ const (
 	TypeUInt8
 	TypeUInt32
 	TypeUInt64
+	TypeInt32
+	TypeInt64
 	TypeFloat64
 	TypeNullableFloat64
 	TypeArrayString
@@ -35,6 +37,8 @@ var typeNames = [...]string{
 	TypeUInt8:            "UInt8",
 	TypeUInt32:           "UInt32",
 	TypeUInt64:           "UInt64",
+	TypeInt32:            "Int32",
+	TypeInt64:            "Int64",
 	TypeFloat64:          "Float64",
 	TypeNullableFloat64:  "Nullable(Float64)",
 	TypeArrayString:      "Array(String)",
@@ -106,6 +110,8 @@ type Column struct {
 	UInt8s   []uint8
 	UInt32s  []uint32
 	UInt64s  []uint64
+	Int32s   []int32
+	Int64s   []int64
 	Float64s []float64
 
 	// Nulls marks, per row of a Nullable column, a NULL with 1; the
@@ -142,6 +148,12 @@ func (c *Column) AppendUInt32(v uint32) { c.UInt32s = append(c.UInt32s, v) }
 
 // AppendUInt64 appends a UInt64 value, or an element of the row's array.
 func (c *Column) AppendUInt64(v uint64) { c.UInt64s = append(c.UInt64s, v) }
+
+// AppendInt32 appends an Int32 value.
+func (c *Column) AppendInt32(v int32) { c.Int32s = append(c.Int32s, v) }
+
+// AppendInt64 appends an Int64 value.
+func (c *Column) AppendInt64(v int64) { c.Int64s = append(c.Int64s, v) }
 
 // AppendFloat64 appends a Float64 value, or an element of the row's array.
 func (c *Column) AppendFloat64(v float64) { c.Float64s = append(c.Float64s, v) }
@@ -185,6 +197,10 @@ func (c *Column) values() int {
 		return len(c.UInt32s)
 	case TypeUInt64, TypeArrayUInt64:
 		return len(c.UInt64s)
+	case TypeInt32:
+		return len(c.Int32s)
+	case TypeInt64:
+		return len(c.Int64s)
 	case TypeFloat64, TypeNullableFloat64, TypeArrayFloat64:
 		return len(c.Float64s)
 	}
@@ -206,7 +222,7 @@ func (b *Block) check() error {
 
 func (c *Column) check(rows int) error {
 	n := c.values()
-	all := len(c.Strings) + len(c.Int8s) + len(c.UInt8s) + len(c.UInt32s) + len(c.UInt64s) + len(c.Float64s)
+	all := len(c.Strings) + len(c.Int8s) + len(c.UInt8s) + len(c.UInt32s) + len(c.UInt64s) + len(c.Int32s) + len(c.Int64s) + len(c.Float64s)
 	switch {
 	case int(c.Type) >= len(typeNames) || typeNames[c.Type] == "":
 		return errors.New("unknown type")
@@ -253,7 +269,7 @@ func (b *Block) Reset() {
 		c := &b.Columns[i]
 		clear(c.Strings)
 		*c = Column{Name: c.Name, Type: c.Type, Strings: c.Strings[:0], Int8s: c.Int8s[:0], UInt8s: c.UInt8s[:0],
-			UInt32s: c.UInt32s[:0], UInt64s: c.UInt64s[:0], Float64s: c.Float64s[:0],
+			UInt32s: c.UInt32s[:0], UInt64s: c.UInt64s[:0], Int32s: c.Int32s[:0], Int64s: c.Int64s[:0], Float64s: c.Float64s[:0],
 			Nulls: c.Nulls[:0], Offsets: c.Offsets[:0], Inner: c.Inner[:0]}
 	}
 	b.Rows = 0
@@ -265,8 +281,8 @@ func (b *Block) capBytes() int {
 	n := 0
 	for i := range b.Columns {
 		c := &b.Columns[i]
-		n += 16*cap(c.Strings) + cap(c.Int8s) + cap(c.UInt8s) + 4*cap(c.UInt32s) +
-			8*(cap(c.UInt64s)+cap(c.Float64s)+cap(c.Offsets)+cap(c.Inner)) + cap(c.Nulls)
+		n += 16*cap(c.Strings) + cap(c.Int8s) + cap(c.UInt8s) + 4*(cap(c.UInt32s)+cap(c.Int32s)) +
+			8*(cap(c.UInt64s)+cap(c.Int64s)+cap(c.Float64s)+cap(c.Offsets)+cap(c.Inner)) + cap(c.Nulls)
 	}
 	return n
 }

@@ -371,18 +371,30 @@ var reanalysedTable = table[reanalysedRow]{name: "reanalysed", columns: []column
 	{"analyzed_ns", "UInt64", func(c *Column, r reanalysedRow) { c.AppendUInt64(r.analyzedNs) }},
 }}
 
-// The interval statistics tables (0019_interval_stats.sql) are filled by
-// materialized views and INSERT … SELECT, never from Go rows: these
-// declare their columns only, for the check against the DDL.
+// The interval statistics tables (0019_interval_stats.sql): WriteHops
+// inserts their rows (pathStatsOf, edgeStatsOf), and a re-analysis its
+// negated rows with INSERT … SELECT.
 var (
-	pathStatsTable = table[struct{}]{name: "path_stats", columns: []column[struct{}]{
-		{"interval_ns", "UInt64", nil}, {"path", "LowCardinality(String)", nil}, {"role", "UInt8", nil}, {"root", "UInt8", nil},
-		{"measure", "UInt8", nil}, {"bucket", "Int32", nil}, {"n", "Int64", nil}, {"total", "Float64", nil},
+	pathStatsTable = table[*pathStat]{name: "path_stats", columns: []column[*pathStat]{
+		{"interval_ns", "UInt64", func(c *Column, r *pathStat) { c.AppendUInt64(r.intervalNs) }},
+		{"path", "LowCardinality(String)", func(c *Column, r *pathStat) { c.AppendString(r.path) }},
+		{"role", "UInt8", func(c *Column, r *pathStat) { c.AppendUInt8(r.role) }},
+		{"root", "UInt8", func(c *Column, r *pathStat) { c.AppendUInt8(r.root) }},
+		{"measure", "UInt8", func(c *Column, r *pathStat) { c.AppendUInt8(r.measure) }},
+		{"bucket", "Int32", func(c *Column, r *pathStat) { c.AppendInt32(r.bucket) }},
+		{"n", "Int64", func(c *Column, r *pathStat) { c.AppendInt64(r.n) }},
+		{"total", "Float64", func(c *Column, r *pathStat) { c.AppendFloat64(r.total) }},
 	}}
-	edgeStatsTable = table[struct{}]{name: "edge_stats", columns: []column[struct{}]{
-		{"interval_ns", "UInt64", nil}, {"caller_service", "LowCardinality(String)", nil}, {"caller_operation", "LowCardinality(String)", nil},
-		{"callee_service", "LowCardinality(String)", nil}, {"callee_operation", "LowCardinality(String)", nil},
-		{"measure", "UInt8", nil}, {"bucket", "Int32", nil}, {"n", "Int64", nil}, {"total", "Float64", nil},
+	edgeStatsTable = table[*edgeStat]{name: "edge_stats", columns: []column[*edgeStat]{
+		{"interval_ns", "UInt64", func(c *Column, r *edgeStat) { c.AppendUInt64(r.intervalNs) }},
+		{"caller_service", "LowCardinality(String)", func(c *Column, r *edgeStat) { c.AppendString(r.callerService) }},
+		{"caller_operation", "LowCardinality(String)", func(c *Column, r *edgeStat) { c.AppendString(r.callerOperation) }},
+		{"callee_service", "LowCardinality(String)", func(c *Column, r *edgeStat) { c.AppendString(r.calleeService) }},
+		{"callee_operation", "LowCardinality(String)", func(c *Column, r *edgeStat) { c.AppendString(r.calleeOperation) }},
+		{"measure", "UInt8", func(c *Column, r *edgeStat) { c.AppendUInt8(r.measure) }},
+		{"bucket", "Int32", func(c *Column, r *edgeStat) { c.AppendInt32(r.bucket) }},
+		{"n", "Int64", func(c *Column, r *edgeStat) { c.AppendInt64(r.n) }},
+		{"total", "Float64", func(c *Column, r *edgeStat) { c.AppendFloat64(r.total) }},
 	}}
 	statsSinceTable = table[struct{}]{name: "stats_since", columns: []column[struct{}]{{"since_ns", "UInt64", nil}}}
 )

@@ -150,20 +150,43 @@ func (s *Store) spansNotStored(ctx context.Context, token string, spans []schema
 	return s.MissingSpans(ctx, spans)
 }
 
-// WriteHops implements store.Store. The interval statistics take every
-// hop inserted (their materialized views); once the hops are stored, those
-// of a re-analysed trace take the earlier analysis of their spans out of
-// them (undoSuperseded).
+// WriteHops implements store.Store. The hops' interval statistics
+// (pathStatsOf, edgeStatsOf) are inserted after them, under the batch's
+// token too, so a retried batch adds them once; once both are stored, the
+// hops of a re-analysed trace take the earlier analysis of their spans out
+// of them (undoSuperseded). A batch that fails between the two is
+// retried whole (store.ErrPartlyWritten), as after the undo.
 func (s *Store) WriteHops(ctx context.Context, token string, hops []schema.Hop) error {
 	err := insertParts(ctx, s, &hopsTable, token, len(hops), func(i int) uint64 { return hops[i].StartNs },
 		func(i int) int { return hopRowBytes(&hops[i]) }, func(i int) *schema.Hop { return &hops[i] })
 	if err != nil {
 		return wrapCtx(ctx, err)
 	}
+	if err := s.writeHopStats(ctx, token, hops); err != nil {
+		return wrapCtx(ctx, fmt.Errorf("write the hops' statistics: %w: %w", store.ErrPartlyWritten, err))
+	}
 	if err := s.undoSuperseded(ctx, token, hops); err != nil {
 		return wrapCtx(ctx, fmt.Errorf("take superseded analyses out of the statistics: %w: %w", store.ErrPartlyWritten, err))
 	}
 	return nil
+}
+
+// writeHopStats inserts the interval statistics of hops into both
+// tables, under the batch's token with "-stats" (a token is recorded per
+// table).
+func (s *Store) writeHopStats(ctx context.Context, token string, hops []schema.Hop) error {
+	paths := pathStatsOf(hops)
+	err := insertParts(ctx, s, &pathStatsTable, token+"-stats", len(paths), func(i int) uint64 { return paths[i].intervalNs },
+		func(i int) int { return 40 + len(paths[i].path) }, func(i int) *pathStat { return &paths[i] })
+	if err != nil {
+		return err
+	}
+	edges := edgeStatsOf(hops)
+	return insertParts(ctx, s, &edgeStatsTable, token+"-stats", len(edges), func(i int) uint64 { return edges[i].intervalNs },
+		func(i int) int {
+			e := &edges[i]
+			return 40 + len(e.callerService) + len(e.callerOperation) + len(e.calleeService) + len(e.calleeOperation)
+		}, func(i int) *edgeStat { return &edges[i] })
 }
 
 // analysis names one analysis of a trace.
@@ -228,10 +251,10 @@ func (s *Store) undoSuperseded(ctx context.Context, token string, hops []schema.
 		for i, chunk := range slices.Collect(slices.Chunk(byTime[at], maxUndoSpans)) {
 			old := s.earlierHops(chunk, at)
 			undo := token + "-undo-" + strconv.FormatUint(at, 10) + "-" + strconv.Itoa(i)
-			if err := s.insertSelect(ctx, &pathStatsTable, undo, chschema.PathStatsSelect(old, true)); err != nil {
+			if err := insertSelect(ctx, s, &pathStatsTable, undo, chschema.PathStatsSelect(old, true)); err != nil {
 				return err
 			}
-			if err := s.insertSelect(ctx, &edgeStatsTable, undo, chschema.EdgeStatsSelect(old, true)); err != nil {
+			if err := insertSelect(ctx, s, &edgeStatsTable, undo, chschema.EdgeStatsSelect(old, true)); err != nil {
 				return err
 			}
 		}
@@ -276,7 +299,7 @@ func (s *Store) earlierHops(hops []*schema.Hop, analyzedNs uint64) string {
 
 // insertSelect runs INSERT INTO t SELECT query once per token (recorded
 // as "<table> undo" where the batches table keeps the tokens).
-func (s *Store) insertSelect(ctx context.Context, t *table[struct{}], token, query string) error {
+func insertSelect[R any](ctx context.Context, s *Store, t *table[R], token, query string) error {
 	cols := t.columnList()
 	err := s.once(ctx, token, t.name+" undo", 0, func(dedup string) error {
 		stmt := "INSERT INTO " + s.db + "." + t.name + " (" + cols + ")"

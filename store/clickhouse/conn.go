@@ -239,6 +239,10 @@ func appendColumn(bc driver.BatchColumn, c *chsql.Column) error {
 		return bc.Append(c.UInt32s)
 	case chsql.TypeUInt64:
 		return bc.Append(c.UInt64s)
+	case chsql.TypeInt32:
+		return bc.Append(c.Int32s)
+	case chsql.TypeInt64:
+		return bc.Append(c.Int64s)
 	case chsql.TypeFloat64:
 		return bc.Append(c.Float64s)
 	case chsql.TypeNullableFloat64:

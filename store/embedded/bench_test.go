@@ -23,11 +23,11 @@ func BenchmarkWriteSpansAttributes(b *testing.B) {
 	}, 5000)
 }
 
-// BenchmarkWriteHops: ten drain rounds' hops of 5,000 spans each, merged
+// BenchmarkWriteHops: five analysis rounds' hops of 20,000 spans each, merged
 // into one part (storetest.BenchmarkWriteHops).
 func BenchmarkWriteHops(b *testing.B) {
 	dir := b.TempDir()
 	storetest.BenchmarkWriteHops(b, func(ctx context.Context, database string) (*chsql.Store, error) {
 		return embedded.Open(ctx, embedded.Config{DataDir: dir, Database: database})
-	}, 5000, 10)
+	}, 20000, 5)
 }

@@ -41,9 +41,7 @@ func TestInsertsDoNotWaitForReads(t *testing.T) {
 	defer c.Close()
 	ctx := t.Context()
 	require.NoError(t, c.Exec(ctx, "CREATE DATABASE IF NOT EXISTS nat", nil))
-	require.NoError(t, c.Exec(ctx, `CREATE TABLE nat.t (s LowCardinality(String), i8 Int8, u8 UInt8, u32 UInt32, u64 UInt64,
-		f Float64, nf Nullable(Float64), as Array(LowCardinality(String)), au8 Array(UInt8), au64 Array(UInt64), af Array(Float64),
-		aas Array(Array(String)), aau8 Array(Array(UInt8))) ENGINE = MergeTree ORDER BY tuple()`, nil))
+	require.NoError(t, c.Exec(ctx, nativeTable("nat.t", ""), nil))
 
 	read := make(chan error, 1)
 	go func() { // about 6 s in chDB

@@ -63,6 +63,14 @@ func writeNative(w io.Writer, blk *chsql.Block, chunk int) error {
 			e.spill()
 		}
 		e.uint64s(c.UInt64s)
+		for _, v := range c.Int32s {
+			e.b = binary.LittleEndian.AppendUint32(e.b, uint32(v))
+			e.spill()
+		}
+		for _, v := range c.Int64s {
+			e.b = binary.LittleEndian.AppendUint64(e.b, uint64(v))
+			e.spill()
+		}
 		for _, v := range c.Float64s {
 			e.b = binary.LittleEndian.AppendUint64(e.b, math.Float64bits(v))
 			e.spill()

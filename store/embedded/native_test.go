@@ -22,7 +22,7 @@ func nativeBlock() *chsql.Block {
 		{Name: "nf", Type: chsql.TypeNullableFloat64}, {Name: "as", Type: chsql.TypeArrayString},
 		{Name: "au8", Type: chsql.TypeArrayUInt8}, {Name: "au64", Type: chsql.TypeArrayUInt64},
 		{Name: "af", Type: chsql.TypeArrayFloat64}, {Name: "aas", Type: chsql.TypeArrayArrayString},
-		{Name: "aau8", Type: chsql.TypeArrayArrayUInt8},
+		{Name: "aau8", Type: chsql.TypeArrayArrayUInt8}, {Name: "i32", Type: chsql.TypeInt32}, {Name: "i64", Type: chsql.TypeInt64},
 	}}
 	nativeRows(blk)
 	return blk
@@ -64,6 +64,8 @@ func nativeRows(blk *chsql.Block) {
 	c[12].AppendUInt8(7)
 	c[12].EndInner()
 	c[12].EndArray()
+	c[13].AppendInt32(math.MinInt32)
+	c[14].AppendInt64(math.MinInt64)
 	// Row 1: zeros, a tiny float, a value under the Nullable, empty arrays
 	// and an array holding one empty array.
 	c[0].AppendString("")
@@ -78,6 +80,8 @@ func nativeRows(blk *chsql.Block) {
 	}
 	c[11].EndInner()
 	c[11].EndArray()
+	c[13].AppendInt32(-1)
+	c[14].AppendInt64(math.MaxInt64)
 	blk.Rows += 2
 }
 
@@ -95,7 +99,9 @@ const nativeSelect = `SELECT
 	if(number = 0, [toUInt64(0), toUInt64('9223372036854775808')], []) AS au64,
 	if(number = 0, [0.5], []) AS af,
 	if(number = 0, [['a'], [], ['b', 'c']], [[]]) AS aas,
-	if(number = 0, [[], [toUInt8(7)]], []) AS aau8
+	if(number = 0, [[], [toUInt8(7)]], []) AS aau8,
+	toInt32(if(number = 0, -2147483648, -1)) AS i32,
+	if(number = 0, toInt64('-9223372036854775808'), toInt64('9223372036854775807')) AS i64
 FROM numbers(2)`
 
 // nativeTable is the statement making a table for nativeBlock's rows, its
@@ -104,7 +110,7 @@ FROM numbers(2)`
 func nativeTable(name, settings string) string {
 	return "CREATE TABLE " + name + ` (s LowCardinality(String), i8 Int8, u8 UInt8, u32 UInt32, u64 UInt64,
 		f Float64, nf Nullable(Float64), as Array(LowCardinality(String)), au8 Array(UInt8), au64 Array(UInt64), af Array(Float64),
-		aas Array(Array(String)), aau8 Array(Array(UInt8))) ENGINE = MergeTree ORDER BY tuple()` + settings
+		aas Array(Array(String)), aau8 Array(Array(UInt8)), i32 Int32, i64 Int64) ENGINE = MergeTree ORDER BY tuple()` + settings
 }
 
 // testConn connects to the engine in a directory of the test's own, and
@@ -187,6 +193,6 @@ func TestNativeInsertRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	require.Len(t, lines, 2, "stored once")
-	require.Equal(t, "a\\0b\xff\t-128\t255\t4294967295\t18446744073709551615\t-inf\t\\N\t['x','']\t[1,2]\t[0,9223372036854775808]\t[0.5]\t[['a'],[],['b','c']]\t[[],[7]]", lines[0])
-	require.Equal(t, "\t7\t0\t0\t0\t1e-300\t2.5\t[]\t[]\t[]\t[]\t[[]]\t[]", lines[1])
+	require.Equal(t, "a\\0b\xff\t-128\t255\t4294967295\t18446744073709551615\t-inf\t\\N\t['x','']\t[1,2]\t[0,9223372036854775808]\t[0.5]\t[['a'],[],['b','c']]\t[[],[7]]\t-2147483648\t-9223372036854775808", lines[0])
+	require.Equal(t, "\t7\t0\t0\t0\t1e-300\t2.5\t[]\t[]\t[]\t[]\t[[]]\t[]\t-1\t9223372036854775807", lines[1])
 }

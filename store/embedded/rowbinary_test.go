@@ -38,12 +38,14 @@ func TestQueryReadsEveryType(t *testing.T) {
 		af   []float64
 		aas  [][]string
 		aau8 [][]uint8
+		i32  int64
+		i64  int64
 	}
 	var got []row
 	for rows.Next() {
 		var r row
 		r.nf = new(float64) // a NULL sets it to nil
-		require.NoError(t, rows.Scan(&r.s, &r.i8, &r.u8, &r.u32, &r.u64, &r.f, &r.nf, &r.as, &r.au8, &r.au64, &r.af, &r.aas, &r.aau8))
+		require.NoError(t, rows.Scan(&r.s, &r.i8, &r.u8, &r.u32, &r.u64, &r.f, &r.nf, &r.as, &r.au8, &r.au64, &r.af, &r.aas, &r.aau8, &r.i32, &r.i64))
 		got = append(got, r)
 	}
 	require.NoError(t, rows.Err())
@@ -51,9 +53,9 @@ func TestQueryReadsEveryType(t *testing.T) {
 	require.Equal(t, []row{
 		{s: "a\x00b\xff", i8: -128, u8: 255, u32: math.MaxUint32, u64: math.MaxUint64, f: math.Inf(-1), nf: nil,
 			as: []string{"x", ""}, au8: []uint8{1, 2}, au64: []uint64{0, 1 << 63}, af: []float64{0.5},
-			aas: [][]string{{"a"}, {}, {"b", "c"}}, aau8: [][]uint8{{}, {7}}},
+			aas: [][]string{{"a"}, {}, {"b", "c"}}, aau8: [][]uint8{{}, {7}}, i32: math.MinInt32, i64: math.MinInt64},
 		{s: "", i8: 7, u8: 0, u32: 0, u64: 0, f: 1e-300, nf: &two,
-			as: []string{}, au8: []uint8{}, au64: []uint64{}, af: []float64{}, aas: [][]string{{}}, aau8: [][]uint8{}},
+			as: []string{}, au8: []uint8{}, au64: []uint64{}, af: []float64{}, aas: [][]string{{}}, aau8: [][]uint8{}, i32: -1, i64: math.MaxInt64},
 	}, got)
 }
 

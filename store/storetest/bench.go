@@ -175,15 +175,13 @@ func HopBatch(seed uint64, n int) []schema.Hop {
 }
 
 // BenchmarkWriteHops measures what the hops table costs the engine: each
-// iteration writes parts batches of hops (HopBatch of batchSize spans) with
-// merges stopped, then merges them into one part, as the engine's
-// background merges would, a level at a time. It reports the process's CPU
-// (user and system, every thread: open must start an engine inside the
-// process for the figures to mean anything) per hop for the inserts and for
-// the merge apart, and the merged part's bytes on disk per hop. It runs
-// twice: as the store is, and with the interval statistics' materialized
-// views dropped from its database, so the difference is what the views
-// cost each insert (docs/performance.md, round 2 step 52).
+// iteration writes parts batches of hops (HopBatch of batchSize spans, with
+// their interval statistics, as WriteHops writes them) with merges
+// stopped, then merges them into one part, as the engine's background
+// merges would, a level at a time. It reports the process's CPU (user and
+// system, every thread: open must start an engine inside the process for
+// the figures to mean anything) per hop for the inserts and for the merge
+// apart, and the merged part's bytes on disk per hop.
 func BenchmarkWriteHops(b *testing.B, open func(ctx context.Context, database string) (*chsql.Store, error), batchSize, parts int) {
 	batches := make([][]schema.Hop, parts)
 	hops := 0
@@ -191,16 +189,6 @@ func BenchmarkWriteHops(b *testing.B, open func(ctx context.Context, database st
 		batches[i] = HopBatch(uint64(i+1), batchSize)
 		hops += len(batches[i])
 	}
-	for _, views := range []bool{true, false} {
-		name := "stats-views"
-		if !views {
-			name = "no-stats-views"
-		}
-		b.Run(name, func(b *testing.B) { benchmarkWriteHops(b, open, batches, hops, views) })
-	}
-}
-
-func benchmarkWriteHops(b *testing.B, open func(ctx context.Context, database string) (*chsql.Store, error), batches [][]schema.Hop, hops int, views bool) {
 	ctx := context.Background()
 	s := openBenchStore(ctx, b, open)
 	db := s.Database()
@@ -208,10 +196,6 @@ func benchmarkWriteHops(b *testing.B, open func(ctx context.Context, database st
 		if err := s.Conn().Exec(ctx, q, nil); err != nil {
 			b.Fatal(err)
 		}
-	}
-	if !views {
-		exec("DROP VIEW " + db + ".path_stats_mv")
-		exec("DROP VIEW " + db + ".edge_stats_mv")
 	}
 	var insertCPU, mergeCPU time.Duration
 	var diskBytes float64

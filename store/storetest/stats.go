@@ -360,3 +360,78 @@ func requireMedian(t *testing.T, values []float64, got *float64, tolerance float
 	require.NotNil(t, got, at)
 	require.InEpsilon(t, quantile(values, 0.5), *got, tolerance, at)
 }
+
+// statRow is a statistics row read back: its keys as text, its count and
+// sum.
+type statRow struct {
+	key   string
+	n     int64
+	total float64
+}
+
+// testStatsRowsMatchSQL holds the statistics rows WriteHops inserts, added
+// up in Go, to what chschema.PathStatsSelect and EdgeStatsSelect make of
+// the same stored hops in the engine (what the materialized views of
+// migration 0019 inserted until 0025, and what the partial minutes of a
+// window and a re-analysis's undo still read): the same rows, key for key
+// and bucket for bucket, the same counts, and sums equal but for the
+// order they were added in. The hops are the benchmarks' analysed fill
+// and hand-made edge cases: no budget, a zero duration, a root call, a
+// retry, an inferred timeout, sub-millisecond values (negative buckets).
+func testStatsRowsMatchSQL(t *testing.T, h Harness) {
+	s, db := open(t, h)
+	ctx := ctxT(t)
+	hops := append(HopBatch(11, 2000), HopBatch(12, 2000)...)
+	start := hops[0].StartNs
+	edge := []schema.Hop{
+		{TraceID: tid(900), SpanID: sid(9000), Service: "cli", Operation: "GET", Kind: schema.KindClient, Path: "cli:GET",
+			CallerService: "cli", CallerOperation: "GET", CalleeService: "api", CalleeOperation: "get", StartNs: start,
+			DurationNs: 0, Attempt: 2, TimeoutMs: schema.Ms(0.25), InferredTimeoutMs: schema.Ms(300), InferenceConfidence: 0.8, PathCalls: 3},
+		{TraceID: tid(901), SpanID: sid(9010), Service: "api", Operation: "job", Kind: schema.KindInternal, Path: "api:job",
+			StartNs: start + 61e9, DurationNs: 400_000, OrphanedMs: 0.4},
+		{TraceID: tid(902), SpanID: sid(9020), ParentSpanID: sid(9019), Service: "q", Operation: "consume", Kind: schema.KindConsumer,
+			Path: "p:send > q:consume", StartNs: start + 1, DurationNs: 7e9, BudgetMs: schema.Ms(5000), IsError: true},
+		{TraceID: tid(902), SpanID: sid(9021), ParentSpanID: sid(9020), Service: "q", Operation: "send", Kind: schema.KindProducer,
+			Path: "p:send > q:consume > r:put", CallerService: "q", CallerOperation: "consume", CalleeService: "r", CalleeOperation: "put",
+			StartNs: start + 2, DurationNs: 3e6, CalleeDurationNs: 2_500_000, RemainingMs: schema.Ms(2), Attempt: 1},
+	}
+	hops = append(hops, edge...)
+	require.NoError(t, s.WriteHops(ctx, "stats-rows", hops))
+	read := func(q string) []statRow {
+		t.Helper()
+		rows, err := s.Conn().Query(ctx, q, nil)
+		require.NoError(t, err)
+		defer rows.Close()
+		var out []statRow
+		for rows.Next() {
+			var r statRow
+			require.NoError(t, rows.Scan(&r.key, &r.n, &r.total))
+			out = append(out, r)
+		}
+		require.NoError(t, rows.Err())
+		return out
+	}
+	same := func(what string, stored, want []statRow) {
+		t.Helper()
+		require.NotEmpty(t, want, what)
+		got := make(map[string]statRow, len(stored))
+		for _, r := range stored {
+			got[r.key] = r
+		}
+		for _, w := range want {
+			g, ok := got[w.key]
+			require.True(t, ok, "%s: no stored row %s", what, w.key)
+			require.Equal(t, w.n, g.n, "%s %s", what, w.key)
+			require.InDelta(t, w.total, g.total, 1e-9*math.Max(1, math.Abs(w.total)), "%s %s", what, w.key)
+		}
+		require.Equal(t, len(want), len(stored), "%s: stored rows the engine's select does not make", what)
+	}
+	pathKey := "concat(toString(interval_ns), '|', path, '|', toString(role), '|', toString(root), '|', toString(measure), '|', toString(bucket))"
+	same("path_stats",
+		read("SELECT "+pathKey+" AS k, toInt64(sum(n)), sum(total) FROM "+db+".path_stats GROUP BY k"),
+		read("SELECT "+pathKey+" AS k, toInt64(n), total FROM ("+chschema.PathStatsSelect(db+".hops", false)+")"))
+	edgeKey := "concat(toString(interval_ns), '|', caller_service, '|', caller_operation, '|', callee_service, '|', callee_operation, '|', toString(measure), '|', toString(bucket))"
+	same("edge_stats",
+		read("SELECT "+edgeKey+" AS k, toInt64(sum(n)), sum(total) FROM "+db+".edge_stats GROUP BY k"),
+		read("SELECT "+edgeKey+" AS k, toInt64(n), total FROM ("+chschema.EdgeStatsSelect(db+".hops", false)+")"))
+}

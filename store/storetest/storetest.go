@@ -67,6 +67,7 @@ func Run(t *testing.T, h Harness) {
 		{"version-gated extras", testExtras},
 		{"a re-analysed trace counts once", testReanalysis},
 		{"interval statistics give the figures of the hops", testIntervalStats},
+		{"the store adds up the statistics rows the engine's selects make", testStatsRowsMatchSQL},
 		{"a finding written again counts once", testDistinctFindingCounts},
 		{"problem stats sum per problem and interval", testProblemStats},
 		{"edge states: each replica's latest evaluation", testEdgeStates},
