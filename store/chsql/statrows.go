@@ -12,11 +12,13 @@ import (
 // the same rows, measure for measure and bucket for bucket. The store
 // inserts them with the hops (WriteHops). Until migration 0025 two
 // materialized views computed them from every block of hops inserted,
-// which cost the engine about 5 µs a hop, more than the hops' own insert
-// (docs/performance.md, round 2 step 52); here they cost a map update per
-// measure. The SQL stays what the partial minutes at a window's ends are
-// read with, and what a re-analysed trace's earlier hops are taken out
-// with (undoSuperseded); TestStatsOfHopsMatchSQL holds the two together.
+// which cost the engine about 4 µs a hop in 20,000-span rounds, more than
+// the hops' own insert; here a map update per measure and two inserts of
+// a few thousand rows cost about 3 (docs/performance.md, round 2 step 52).
+// The SQL stays what the partial minutes at a window's ends are read
+// with, and what a re-analysed trace's earlier hops are taken out with
+// (undoSuperseded); storetest's testStatsRowsMatchSQL holds the two
+// together on every engine.
 
 // pathStat is one path_stats row.
 type pathStat struct {
