@@ -13,7 +13,6 @@ import (
 	"github.com/budgetd/budgetd/analyze"
 	"github.com/budgetd/budgetd/api"
 	"github.com/budgetd/budgetd/problems"
-	"github.com/budgetd/budgetd/schema"
 	"github.com/budgetd/budgetd/store"
 	"github.com/budgetd/budgetd/store/chsql"
 	"github.com/budgetd/budgetd/store/storetest"
@@ -86,20 +85,7 @@ func (f *filler) write(ctx context.Context, n int) error {
 		last = max(last, s.EndNs)
 	}
 	now := time.Unix(0, int64(last)).Add(analyze.DefaultAssemblerConfig().Idle)
-	byTrace := map[schema.TraceID][]schema.Span{}
-	for _, s := range spans {
-		byTrace[s.TraceID] = append(byTrace[s.TraceID], s)
-	}
-	var hops []schema.Hop
-	var findings []schema.Finding
-	for _, ts := range byTrace {
-		r := f.analyzer.Trace(schema.NewTrace(ts), now)
-		for i := range r.Hops {
-			r.Hops[i].AnalyzedNs = uint64(now.UnixNano()) // as the pipeline stamps them
-		}
-		hops = append(hops, analyze.Thin(r.Hops)...) // as the pipeline stores them
-		findings = append(findings, r.Findings...)
-	}
+	hops, findings := storetest.Analyse(f.analyzer, spans, now)
 	token := fmt.Sprintf("fill-%d", f.seed)
 	if err := f.st.WriteSpans(ctx, token, spans); err != nil {
 		return err

@@ -173,9 +173,7 @@ func isEntryHop(h *schema.Hop) bool {
 	return h.Kind.IsEntry() || h.ParentSpanID.IsZero() && !isCallHop(h)
 }
 
-func isCallHop(h *schema.Hop) bool {
-	return h.Kind == schema.KindClient || h.Kind == schema.KindProducer
-}
+func isCallHop(h *schema.Hop) bool { return h.Kind.IsCall() }
 
 // withinBudget is chschema's withinBudget: answered without error inside
 // the budget the hop had, or with none known.

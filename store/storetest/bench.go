@@ -150,28 +150,36 @@ func openBenchStore(ctx context.Context, b *testing.B, open func(ctx context.Con
 }
 
 // HopBatch returns the hops budgetd's pipeline stores for SpanBatch(seed,
-// n): each trace analysed once it is idle, thinned (analyze.Thin) and
-// stamped with the analysis time.
+// n), analysed at 13:00 of the batches' day (Analyse).
 func HopBatch(seed uint64, n int) []schema.Hop {
+	hops, _ := Analyse(analyze.New(analyze.DefaultConfig()), SpanBatch(seed, n), time.Date(2026, 11, 1, 13, 0, 0, 0, time.UTC))
+	return hops
+}
+
+// Analyse analyses spans as budgetd's pipeline does once their traces are
+// idle at now: each trace whole, in the order the traces first appear, its
+// hops thinned (analyze.Thin) and stamped with the analysis time. It
+// returns the hops the pipeline stores and the findings.
+func Analyse(a *analyze.Analyzer, spans []schema.Span, now time.Time) ([]schema.Hop, []schema.Finding) {
 	byTrace := map[schema.TraceID][]schema.Span{}
 	var order []schema.TraceID
-	for _, s := range SpanBatch(seed, n) {
+	for _, s := range spans {
 		if _, ok := byTrace[s.TraceID]; !ok {
 			order = append(order, s.TraceID)
 		}
 		byTrace[s.TraceID] = append(byTrace[s.TraceID], s)
 	}
-	a := analyze.New(analyze.DefaultConfig())
-	now := time.Date(2026, 11, 1, 13, 0, 0, 0, time.UTC)
 	var hops []schema.Hop
+	var findings []schema.Finding
 	for _, id := range order {
 		r := a.Trace(schema.NewTrace(byTrace[id]), now)
 		for i := range r.Hops {
 			r.Hops[i].AnalyzedNs = uint64(now.UnixNano())
 		}
 		hops = append(hops, analyze.Thin(r.Hops)...)
+		findings = append(findings, r.Findings...)
 	}
-	return hops
+	return hops, findings
 }
 
 // BenchmarkWriteHops measures what the hops table costs the engine: each
