@@ -119,8 +119,8 @@ func Migrations(p DDLParams) ([]Migration, error) {
 			}
 			return ""
 		},
-		"pathStats": func(db, local string) string { return PathStatsSelect(db+".hops"+local, false) },
-		"edgeStats": func(db, local string) string { return EdgeStatsSelect(db+".hops"+local, false) },
+		"pathStats": func(db, local string) string { return PathStatsSelect(db + ".hops" + local) },
+		"edgeStats": func(db, local string) string { return EdgeStatsSelect(db + ".hops" + local) },
 	}
 	data := struct {
 		DB             string

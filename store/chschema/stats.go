@@ -115,13 +115,8 @@ func measureOf(m int, present, bucket, value string) measure {
 // statsSelect is the aggregate of the rows of from (a table or a
 // subquery) matching where, each joined with its measures (parallel
 // arrays: cheaper than an array of tuples filtered with a lambda), grouped
-// by keys and the measure and bucket; negate gives every count and sum the
-// opposite sign.
-func statsSelect(from, where string, keys []string, measures []measure, negate bool) string {
-	sign := ""
-	if negate {
-		sign = "-"
-	}
+// by keys and the measure and bucket.
+func statsSelect(from, where string, keys []string, measures []measure) string {
 	var sel, group, ids, buckets, values []string
 	for _, k := range keys {
 		sel, group = append(sel, k), append(group, alias(k))
@@ -133,7 +128,7 @@ func statsSelect(from, where string, keys []string, measures []measure, negate b
 	if where != "" {
 		filter = where + " AND " + filter
 	}
-	return "SELECT " + strings.Join(sel, ", ") + ", measure, bucket, " + sign + "toInt64(count()) AS n, " + sign + "sum(value) AS total FROM " + from +
+	return "SELECT " + strings.Join(sel, ", ") + ", measure, bucket, toInt64(count()) AS n, sum(value) AS total FROM " + from +
 		" ARRAY JOIN [" + strings.Join(ids, ", ") + "] AS measure, [" + strings.Join(buckets, ", ") + "] AS bucket, [" + strings.Join(values, ", ") + "] AS value" +
 		" WHERE " + filter + " GROUP BY " + strings.Join(group, ", ") + ", measure, bucket"
 }
@@ -155,7 +150,7 @@ const PathStatsColumns = "start_ns, path, kind, parent_span_id, is_error, budget
 // PathStatsSelect aggregates the hops of from (a table, or a subquery with
 // PathStatsColumns) into path_stats rows: per interval, path, role (Role*)
 // and whether the hop is a trace's root.
-func PathStatsSelect(from string, negate bool) string {
+func PathStatsSelect(from string) string {
 	keys := []string{
 		intervalOf, "path",
 		fmt.Sprintf("multiIf(%s, toUInt8(%d), %s, toUInt8(%d), toUInt8(%d)) AS role", entryHop, RoleEntry, callHop, RoleCall, RoleOther),
@@ -170,13 +165,8 @@ func PathStatsSelect(from string, negate bool) string {
 		measureOf(PathBudget, "isNotNull(budget_ms) AND "+entryHop, bucketOf("ifNull(budget_ms, 0)"), "ifNull(budget_ms, 0)"),
 		measureOf(PathCalls, "path_calls > 0", "path_calls", "path_calls"),
 	}
-	return statsSelect(from, "", keys, measures, negate)
+	return statsSelect(from, "", keys, measures)
 }
-
-// StatsColumns are the hop columns both PathStatsSelect and
-// EdgeStatsSelect read.
-const StatsColumns = PathStatsColumns + ", caller_service, caller_operation, callee_service, callee_operation, attempt, timeout_ms," +
-	" callee_duration_ns, inferred_timeout_ms, inference_confidence"
 
 // EdgeStatsColumns are the hop columns EdgeStatsSelect reads.
 const EdgeStatsColumns = "start_ns, kind, caller_service, caller_operation, callee_service, callee_operation, attempt, timeout_ms," +
@@ -185,7 +175,7 @@ const EdgeStatsColumns = "start_ns, kind, caller_service, caller_operation, call
 // EdgeStatsSelect aggregates the calls among the hops of from (a table, or
 // a subquery with EdgeStatsColumns) into edge_stats rows: per interval and
 // edge.
-func EdgeStatsSelect(from string, negate bool) string {
+func EdgeStatsSelect(from string) string {
 	keys := []string{intervalOf, "caller_service", "caller_operation", "callee_service", "callee_operation"}
 	durationMs := "if(callee_duration_ns > 0, callee_duration_ns, duration_ns) / 1000000"
 	measures := []measure{
@@ -195,5 +185,5 @@ func EdgeStatsSelect(from string, negate bool) string {
 		measureOf(EdgeInferred, "isNotNull(inferred_timeout_ms)", bucketOf("ifNull(inferred_timeout_ms, 0)"), "ifNull(inferred_timeout_ms, 0)"),
 		measureOf(EdgeConfidence, "isNotNull(inferred_timeout_ms)", bucketOf("inference_confidence"), "inference_confidence"),
 	}
-	return statsSelect(from, callHop, keys, measures, negate)
+	return statsSelect(from, callHop, keys, measures)
 }

@@ -300,7 +300,13 @@ func (s *Store) TraceHops(ctx context.Context, id schema.TraceID, starts store.W
 	q := "SELECT " + hopsTable.columnList() + " FROM (SELECT " + hopsTable.columnList() + " FROM " + s.db +
 		".hops WHERE trace_id = {id:String} AND start_ns >= {since:UInt64} AND start_ns <= {until:UInt64}" +
 		" ORDER BY analyzed_ns DESC LIMIT 1 BY span_id) ORDER BY start_ns, span_id"
-	rows, err := s.conn.Query(ctx, q, params)
+	return s.readHops(ctx, q, params)
+}
+
+// readHops runs query, which selects hopsTable's columns, and returns its
+// hops.
+func (s *Store) readHops(ctx context.Context, query string, params Params) ([]schema.Hop, error) {
+	rows, err := s.conn.Query(ctx, query, params)
 	if err != nil {
 		return nil, wrapCtx(ctx, fmt.Errorf("read hops: %w", err))
 	}

@@ -15,10 +15,11 @@ import (
 // which cost the engine about 4 µs a hop in 20,000-span rounds, more than
 // the hops' own insert; here a map update per measure and two inserts of
 // a few thousand rows cost about 3 (docs/performance.md, round 2 step 52).
-// The SQL stays what the partial minutes at a window's ends are read
-// with, and what a re-analysed trace's earlier hops are taken out with
-// (undoSuperseded); storetest's testStatsRowsMatchSQL holds the two
-// together on every engine.
+// A re-analysed trace's earlier hops are taken out with the same code,
+// negated (undoSuperseded), so a value leaves the bucket it went into. The
+// SQL stays what the partial minutes at a window's ends are read with;
+// storetest's testStatsRowsMatchSQL holds the two together on every
+// engine.
 
 // pathStat is one path_stats row.
 type pathStat struct {

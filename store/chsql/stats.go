@@ -83,7 +83,7 @@ func statsSplit(w store.Window, start uint64, known bool) (from, to uint64) {
 // keys are the columns it groups by besides measure and bucket; where,
 // when set, filters the statistics rows (on keys, measure and bucket).
 func (s *Store) statsQuery(ctx context.Context, w store.Window, table string, keys, cols string,
-	selectOf func(from string, negate bool) string, where string) (string, Params, error) {
+	selectOf func(from string) string, where string) (string, Params, error) {
 	start, known, err := s.statsStart(ctx)
 	if err != nil {
 		return "", nil, err
@@ -106,7 +106,7 @@ func (s *Store) statsQuery(ctx context.Context, w store.Window, table string, ke
 			return "", nil, err
 		}
 		hops := s.latestHops(cols, "start_ns >= {since:UInt64} AND start_ns <= {until:UInt64} AND (start_ns < {from:UInt64} OR start_ns >= {to:UInt64})", dedup)
-		part := "SELECT " + rowCols + " FROM (" + selectOf(hops, false) + ")"
+		part := "SELECT " + rowCols + " FROM (" + selectOf(hops) + ")"
 		if where != "" {
 			part += " WHERE " + where
 		}

@@ -372,8 +372,8 @@ var reanalysedTable = table[reanalysedRow]{name: "reanalysed", columns: []column
 }}
 
 // The interval statistics tables (0019_interval_stats.sql): WriteHops
-// inserts their rows (pathStatsOf, edgeStatsOf), and a re-analysis its
-// negated rows with INSERT … SELECT.
+// inserts their rows (pathStatsOf, edgeStatsOf), and a re-analysis the
+// earlier analysis's rows negated (undoSuperseded).
 var (
 	pathStatsTable = table[*pathStat]{name: "path_stats", columns: []column[*pathStat]{
 		{"interval_ns", "UInt64", func(c *Column, r *pathStat) { c.AppendUInt64(r.intervalNs) }},

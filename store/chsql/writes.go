@@ -15,7 +15,6 @@ import (
 	"github.com/budgetd/budgetd/problems"
 	"github.com/budgetd/budgetd/schema"
 	"github.com/budgetd/budgetd/store"
-	"github.com/budgetd/budgetd/store/chschema"
 )
 
 // waitForInserts waits until no insert into table is running on the
@@ -175,14 +174,17 @@ func (s *Store) WriteHops(ctx context.Context, token string, hops []schema.Hop) 
 // tables, under the batch's token with "-stats" (a token is recorded per
 // table).
 func (s *Store) writeHopStats(ctx context.Context, token string, hops []schema.Hop) error {
-	paths := pathStatsOf(hops)
-	err := insertParts(ctx, s, &pathStatsTable, token+"-stats", len(paths), func(i int) uint64 { return paths[i].intervalNs },
+	return s.writeStats(ctx, token+"-stats", pathStatsOf(hops), edgeStatsOf(hops))
+}
+
+// writeStats inserts statistics rows into both tables under token.
+func (s *Store) writeStats(ctx context.Context, token string, paths []pathStat, edges []edgeStat) error {
+	err := insertParts(ctx, s, &pathStatsTable, token, len(paths), func(i int) uint64 { return paths[i].intervalNs },
 		func(i int) int { return 40 + len(paths[i].path) }, func(i int) *pathStat { return &paths[i] })
 	if err != nil {
 		return err
 	}
-	edges := edgeStatsOf(hops)
-	return insertParts(ctx, s, &edgeStatsTable, token+"-stats", len(edges), func(i int) uint64 { return edges[i].intervalNs },
+	return insertParts(ctx, s, &edgeStatsTable, token, len(edges), func(i int) uint64 { return edges[i].intervalNs },
 		func(i int) int {
 			e := &edges[i]
 			return 40 + len(e.callerService) + len(e.callerOperation) + len(e.calleeService) + len(e.calleeOperation)
@@ -249,12 +251,21 @@ func (s *Store) undoSuperseded(ctx context.Context, token string, hops []schema.
 	}
 	for _, at := range slices.Sorted(maps.Keys(byTime)) {
 		for i, chunk := range slices.Collect(slices.Chunk(byTime[at], maxUndoSpans)) {
-			old := s.earlierHops(chunk, at)
-			undo := token + "-undo-" + strconv.FormatUint(at, 10) + "-" + strconv.Itoa(i)
-			if err := insertSelect(ctx, s, &pathStatsTable, undo, chschema.PathStatsSelect(old, true)); err != nil {
+			old, err := s.readHops(ctx, s.earlierHops(chunk, at), nil)
+			if err != nil {
 				return err
 			}
-			if err := insertSelect(ctx, s, &edgeStatsTable, undo, chschema.EdgeStatsSelect(old, true)); err != nil {
+			// Added up by the same code as they were when written, so the
+			// undo lands in the very buckets the earlier analysis added to.
+			paths, edges := pathStatsOf(old), edgeStatsOf(old)
+			for j := range paths {
+				paths[j].n, paths[j].total = -paths[j].n, -paths[j].total
+			}
+			for j := range edges {
+				edges[j].n, edges[j].total = -edges[j].n, -edges[j].total
+			}
+			undo := token + "-undo-" + strconv.FormatUint(at, 10) + "-" + strconv.Itoa(i)
+			if err := s.writeStats(ctx, undo, paths, edges); err != nil {
 				return err
 			}
 		}
@@ -267,8 +278,8 @@ func (s *Store) undoSuperseded(ctx context.Context, token string, hops []schema.
 // max_query_size (256 KiB by default).
 const maxUndoSpans = 2000
 
-// earlierHops is a subquery over the latest analysis before analyzedNs of
-// each span of hops, with the columns the statistics read.
+// earlierHops is the query of the latest analysis before analyzedNs of
+// each span of hops, with hopsTable's columns (readHops).
 func (s *Store) earlierHops(hops []*schema.Hop, analyzedNs uint64) string {
 	traces := make(map[schema.TraceID]bool)
 	lo, hi := uint64(math.MaxUint64), uint64(0)
@@ -291,27 +302,10 @@ func (s *Store) earlierHops(hops []*schema.Hop, analyzedNs uint64) string {
 	}
 	// A span's earlier analyses have its start time: bounding start_ns
 	// lets the read skip the granules of every path that cannot hold them.
-	return "(SELECT " + chschema.StatsColumns + ", trace_id AS undo_trace, span_id AS undo_span, analyzed_ns AS undo_at FROM " + s.db + ".hops" +
+	return "SELECT " + hopsTable.columnList() + " FROM " + s.db + ".hops" +
 		" WHERE trace_id IN (" + ids.String() + ") AND start_ns >= " + strconv.FormatUint(lo, 10) + " AND start_ns <= " + strconv.FormatUint(hi, 10) +
 		" AND analyzed_ns < " + strconv.FormatUint(analyzedNs, 10) + " AND (trace_id, span_id) IN (" + pairs.String() + ")" +
-		" ORDER BY undo_at DESC LIMIT 1 BY undo_trace, undo_span)"
-}
-
-// insertSelect runs INSERT INTO t SELECT query once per token (recorded
-// as "<table> undo" where the batches table keeps the tokens).
-func insertSelect[R any](ctx context.Context, s *Store, t *table[R], token, query string) error {
-	cols := t.columnList()
-	err := s.once(ctx, token, t.name+" undo", 0, func(dedup string) error {
-		stmt := "INSERT INTO " + s.db + "." + t.name + " (" + cols + ")"
-		if dedup != "" {
-			stmt += " SETTINGS insert_deduplication_token = '" + dedup + "'" // validToken: no quotes in it
-		}
-		return s.conn.Exec(ctx, stmt+" SELECT "+cols+" FROM ("+query+")", nil)
-	})
-	if err != nil {
-		return fmt.Errorf("write %s: %w", t.name, err)
-	}
-	return nil
+		" ORDER BY analyzed_ns DESC LIMIT 1 BY trace_id, span_id"
 }
 
 // WriteReanalysed implements store.Store.

@@ -378,6 +378,9 @@ type statRow struct {
 // order they were added in. The hops are the benchmarks' analysed fill
 // and hand-made edge cases: no budget, a zero duration, a root call, a
 // retry, an inferred timeout, sub-millisecond values (negative buckets).
+// Then part of them is analysed again: what the store takes out of the
+// statistics for the earlier analysis (undoSuperseded) must be exactly
+// what it added.
 func testStatsRowsMatchSQL(t *testing.T, h Harness) {
 	s, db := open(t, h)
 	ctx := ctxT(t)
@@ -427,11 +430,54 @@ func testStatsRowsMatchSQL(t *testing.T, h Harness) {
 		require.Equal(t, len(want), len(stored), "%s: stored rows the engine's select does not make", what)
 	}
 	pathKey := "concat(toString(interval_ns), '|', path, '|', toString(role), '|', toString(root), '|', toString(measure), '|', toString(bucket))"
-	same("path_stats",
-		read("SELECT "+pathKey+" AS k, toInt64(sum(n)), sum(total) FROM "+db+".path_stats GROUP BY k"),
-		read("SELECT "+pathKey+" AS k, toInt64(n), total FROM ("+chschema.PathStatsSelect(db+".hops", false)+")"))
 	edgeKey := "concat(toString(interval_ns), '|', caller_service, '|', caller_operation, '|', callee_service, '|', callee_operation, '|', toString(measure), '|', toString(bucket))"
-	same("edge_stats",
-		read("SELECT "+edgeKey+" AS k, toInt64(sum(n)), sum(total) FROM "+db+".edge_stats GROUP BY k"),
-		read("SELECT "+edgeKey+" AS k, toInt64(n), total FROM ("+chschema.EdgeStatsSelect(db+".hops", false)+")"))
+	// Rows whose counts add up to zero are what an undo took out: the
+	// engine drops them when it merges.
+	check := func(stage, hops string) {
+		t.Helper()
+		same("path_stats "+stage,
+			read("SELECT "+pathKey+" AS k, toInt64(sum(n)) AS n, sum(total) FROM "+db+".path_stats GROUP BY k HAVING n != 0"),
+			read("SELECT "+pathKey+" AS k, toInt64(n), total FROM ("+chschema.PathStatsSelect(hops)+")"))
+		same("edge_stats "+stage,
+			read("SELECT "+edgeKey+" AS k, toInt64(sum(n)) AS n, sum(total) FROM "+db+".edge_stats GROUP BY k HAVING n != 0"),
+			read("SELECT "+edgeKey+" AS k, toInt64(n), total FROM ("+chschema.EdgeStatsSelect(hops)+")"))
+	}
+	check("as written", db+".hops")
+
+	// Every trace of the edge cases and of the first 500 hops analysed
+	// again, slower, with other budgets and timeouts: the undo must take
+	// out, bucket for bucket, every row the first analysis added, which
+	// the rows of the latest analysis of each span then equal.
+	var traces []schema.TraceID
+	seen := make(map[schema.TraceID]bool)
+	var again []schema.Hop
+	for _, hp := range append(hops[:500:500], edge...) {
+		if !seen[hp.TraceID] {
+			seen[hp.TraceID] = true
+			traces = append(traces, hp.TraceID)
+		}
+	}
+	later := uint64(0)
+	for _, hp := range hops {
+		later = max(later, hp.AnalyzedNs)
+	}
+	later += 1e9
+	for _, hp := range hops {
+		if !seen[hp.TraceID] {
+			continue
+		}
+		hp.AnalyzedNs = later
+		hp.DurationNs = hp.DurationNs*3/2 + 1000
+		if hp.BudgetMs != nil {
+			hp.BudgetMs = schema.Ms(*hp.BudgetMs * 0.9)
+		}
+		if hp.TimeoutMs == nil {
+			hp.TimeoutMs = schema.Ms(750)
+		}
+		hp.Attempt++
+		again = append(again, hp)
+	}
+	require.NoError(t, s.WriteReanalysed(ctx, "stats-rows-again", traces, later))
+	require.NoError(t, s.WriteHops(ctx, "stats-rows-again", again))
+	check("after a re-analysis", "(SELECT * FROM "+db+".hops ORDER BY analyzed_ns DESC LIMIT 1 BY trace_id, span_id)")
 }
