@@ -6,6 +6,9 @@
 //
 //	go run ./bench/cmd/budgetd-bench [-duration 30s] [-clients 8] [-targets collector,jaeger,floor,embedded]
 //
+// With -baseline and -rounds it compares two budgetd binaries side by
+// side, several times, by their medians and pair by pair.
+//
 // `make bench-compare` builds what it needs and runs it.
 package main
 
@@ -58,6 +61,7 @@ type row struct {
 	// floorPerM is the floor row's CPU s per million spans, which it
 	// measures without a load of its own; 0 for the others.
 	floorPerM float64
+	baseline  bool // measured on -baseline's binary
 }
 
 // window is the period the row's CPU and sustained rate are measured
@@ -96,6 +100,8 @@ type settings struct {
 	clients, spansPer                                            int
 	warmup, duration                                             time.Duration
 	floorRows                                                    uint64
+	baseline                                                     bool   // budgetd is -baseline's binary
+	tag                                                          string // added to the profiles' names: the round, the baseline
 }
 
 func run(ctx context.Context, args []string, out io.Writer) error {
@@ -112,6 +118,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	otelcolLBBin := fs.String("otelcol-lb", ".cache/otelcol/otelcol-budgetd-lb", "Collector `binary` with the loadbalancing exporter, for replicas-N (make test-setup builds it)")
 	jaegerBin := fs.String("jaeger", ".cache/bin/jaeger", "Jaeger v2 `binary` (make test-setup builds it)")
 	floorRows := fs.Uint64("floor-rows", 1_000_000, "the floor's INSERT … SELECT repeats until at least this many `rows` are inserted")
+	baseline := fs.String("baseline", "", "a second budgetd `binary` to compare with -budgetd: each budgetd target also runs on it, right before or after, and the two are compared by their medians and pair by pair")
+	rounds := fs.Int("rounds", 1, "run every target this many `times`, one round after the other, and print the medians")
 	profile := fs.String("profile", "", "write each budgetd target's CPU profile of the measured load (not the drain after it) and its heap profile at the load's end into this `directory`")
 	querySpans := fs.Int("query-spans", 0, "instead of loading: fill each store engine with this many `spans` and time the API's queries")
 	queryEngines := fs.String("query-engines", "embedded,clickhouse", "comma-separated engines -query-spans fills: embedded (chDB), clickhouse (an 18.16 server the harness starts)")
@@ -129,9 +137,20 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 		return runQueries(ctx, out, *querySpans, *queryIngest, *queryRuns, strings.Split(*queryEngines, ","))
 	}
+	if *rounds < 1 {
+		return fmt.Errorf("-rounds: want at least 1, got %d", *rounds)
+	}
+	names := strings.Split(*targets, ",")
+	if *baseline != "" && !slices.ContainsFunc(names, isBudgetd) {
+		return fmt.Errorf("-baseline: no budgetd target in -targets %q to run it as", *targets)
+	}
 	// Targets run in their own directories: binaries must be absolute.
 	lbConfig := lbCollectorConfig
-	for _, p := range []*string{budgetdBin, otelcolBin, otelcolLBBin, jaegerBin, &lbConfig} {
+	bins := []*string{budgetdBin, otelcolBin, otelcolLBBin, jaegerBin, &lbConfig}
+	if *baseline != "" {
+		bins = append(bins, baseline)
+	}
+	for _, p := range bins {
 		abs, err := filepath.Abs(*p)
 		if err != nil {
 			return err
@@ -153,23 +172,62 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		load = bench.HandlerRequests(*distinct, *spansPer)
 	}
 
+	var all [][]row
+	for k := range *rounds {
+		if *rounds > 1 {
+			fmt.Fprintf(out, "round %d of %d\n", k+1, *rounds)
+		}
+		if *rounds > 1 {
+			set.tag = fmt.Sprintf("-round%d", k+1)
+		}
+		rows, err := runRound(ctx, out, set, *baseline, k%2 == 1, names, load)
+		if err != nil {
+			return err
+		}
+		all = append(all, rows)
+	}
+	print(out, all, *clients, *spansPer)
+	return nil
+}
+
+// isBudgetd reports whether the -targets name is budgetd's.
+func isBudgetd(name string) bool {
+	return name == "embedded" || name == "clickhouse" || strings.HasPrefix(name, "replicas-")
+}
+
+// runRound runs the named targets once each, in order. With a baseline
+// binary, each budgetd target runs again on it: after the -budgetd run, or
+// before it when baselineFirst (rounds alternate, so neither binary always
+// runs on a machine the other has just warmed).
+func runRound(ctx context.Context, out io.Writer, set settings, baseline string, baselineFirst bool, names []string, load *bench.Load) ([]row, error) {
 	var rows []row
 	var floor *bench.InsertFloor
 	floorAt := -1
-	for _, name := range strings.Split(*targets, ",") {
+	for _, name := range names {
 		if name == "floor" {
 			f, err := measureFloor(ctx, out, set, load)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			floor, floorAt = &f, len(rows)
 			continue
 		}
-		r, err := runTarget(ctx, out, set, name, load)
-		if err != nil {
-			return err
+		runs := []settings{set}
+		if baseline != "" && isBudgetd(name) {
+			other := set
+			other.budgetd, other.baseline, other.tag = baseline, true, set.tag+"-baseline"
+			runs = append(runs, other)
+			if baselineFirst {
+				slices.Reverse(runs)
+			}
 		}
-		rows = append(rows, r)
+		for _, run := range runs {
+			r, err := runTarget(ctx, out, run, name, load)
+			if err != nil {
+				return nil, err
+			}
+			rows = append(rows, r)
+		}
 	}
 	if floor != nil {
 		// The floor's receiving part is the Collector's cost in this run;
@@ -178,13 +236,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		if !ok {
 			var err error
 			if collector, err = runTarget(ctx, out, set, "collector", load); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		rows = slices.Insert(rows, floorAt, floorRow(collector, *floor))
 	}
-	print(out, rows, *clients, *spansPer)
-	return nil
+	return rows, nil
 }
 
 // runTarget starts one target in its own directory, measures it and stops it.
@@ -200,13 +257,17 @@ func runTarget(ctx context.Context, out io.Writer, set settings, name string, lo
 	fmt.Fprintf(out, "loading %s for %s...\n", t.Name, set.warmup+set.duration)
 	var prof string
 	if set.profile != "" && t.API != "" {
-		prof = filepath.Join(set.profile, name)
+		prof = filepath.Join(set.profile, name+set.tag)
 	}
 	r, err := measure(ctx, t, load, set.spansPer, set.clients, set.warmup, set.duration, prof)
 	if serr := t.Stop(); err == nil {
 		err = serr
 	}
 	r.target = name
+	if set.baseline {
+		r.name += " (baseline)"
+		r.baseline = true
+	}
 	return r, err
 }
 
@@ -513,14 +574,44 @@ func cpuOf(t *bench.Target) (time.Duration, error) {
 	return total, nil
 }
 
-func print(out io.Writer, rows []row, clients, spansPer int) {
+func print(out io.Writer, rounds [][]row, clients, spansPer int) {
 	fmt.Fprintf(out, "\n%d clients, %d spans per request, %s\n\n", clients, spansPer, machine())
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "target\tacked spans/s\tstored/s\tdrain s\tsustained vs collector\tCPU s / 1M sustained\tpeak RSS MiB\tGo heap MiB\tack p50 ms\tack p99 ms\trefused\t")
-	var ceiling float64
-	if c, ok := rowOf(rows, "collector"); ok {
-		ceiling = c.res.SpansPerSecond()
+	var rows []row
+	for _, round := range rounds {
+		rows = append(rows, round...)
+		var ceiling float64
+		if c, ok := rowOf(round, "collector"); ok {
+			ceiling = c.res.SpansPerSecond()
+		}
+		printRows(tw, round, ceiling)
 	}
+	tw.Flush()
+	var lines []string
+	for k, r := range rounds {
+		for _, l := range ratios(r) {
+			if len(rounds) > 1 {
+				l = fmt.Sprintf("round %d, %s", k+1, l)
+			}
+			lines = append(lines, l)
+		}
+	}
+	if len(rounds) > 1 {
+		lines = append(lines, medians(rows)...)
+	}
+	lines = append(lines, againstBaseline(rows)...)
+	if len(lines) > 0 {
+		fmt.Fprintln(out)
+		for _, l := range lines {
+			fmt.Fprintln(out, l)
+		}
+	}
+}
+
+// printRows writes a round's rows; ceiling is the round's Collector rate,
+// 0 without one.
+func printRows(tw io.Writer, rows []row, ceiling float64) {
 	for _, r := range rows {
 		if r.floorPerM > 0 {
 			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t%.2f\t-\t-\t-\t-\t-\t  %s\n", r.name, r.floorPerM, r.note)
@@ -546,13 +637,91 @@ func print(out io.Writer, rows []row, clients, spansPer int) {
 		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%s\t%s\t%.2f\t%.0f\t%s\t%.1f\t%.1f\t%d\t%s\n", r.name, r.res.SpansPerSecond(), stored, drain, ratio, r.cpuPerMillion(), r.rssMiB, goMiB,
 			float64(r.res.P50.Microseconds())/1000, float64(r.res.P99.Microseconds())/1000, r.res.Refused, note)
 	}
-	tw.Flush()
-	if lines := ratios(rows); len(lines) > 0 {
-		fmt.Fprintln(out)
-		for _, l := range lines {
-			fmt.Fprintln(out, l)
+}
+
+// medians gives, per row name in the order they first ran, the median of
+// its runs' sustained rate and CPU per stored span.
+func medians(rows []row) []string {
+	var names []string
+	byName := make(map[string][]row)
+	for _, r := range rows {
+		if _, ok := byName[r.name]; !ok {
+			names = append(names, r.name)
 		}
+		byName[r.name] = append(byName[r.name], r)
 	}
+	var lines []string
+	for _, name := range names {
+		runs := byName[name]
+		rate := median(runs, row.sustained)
+		lines = append(lines, fmt.Sprintf("%s, median of %d: %.0f spans/s sustained, %.2f CPU s / 1M", name, len(runs), rate, median(runs, row.cpuPerMillion)))
+	}
+	return lines
+}
+
+// againstBaseline compares each budgetd target's runs with its runs on
+// the baseline binary: the change of the medians of the sustained rate
+// and of the CPU per stored span, and of the CPU pair by pair (the k-th
+// run of each, which ran side by side).
+func againstBaseline(rows []row) []string {
+	var targets []string
+	runs := make(map[string][]row)
+	base := make(map[string][]row)
+	for _, r := range rows {
+		if r.baseline {
+			base[r.target] = append(base[r.target], r)
+			continue
+		}
+		if !isBudgetd(r.target) {
+			continue
+		}
+		if _, ok := runs[r.target]; !ok {
+			targets = append(targets, r.target)
+		}
+		runs[r.target] = append(runs[r.target], r)
+	}
+	var lines []string
+	for _, t := range targets {
+		now, was := runs[t], base[t]
+		if len(was) == 0 || len(was) != len(now) {
+			continue
+		}
+		var pairs []string
+		for k := range now {
+			pairs = append(pairs, change(now[k].cpuPerMillion(), was[k].cpuPerMillion()))
+		}
+		lines = append(lines, fmt.Sprintf("%s against its baseline: sustained %s (medians %.0f / %.0f), CPU per stored span %s (%.2f / %.2f); CPU pair by pair %s",
+			now[0].name, change(median(now, row.sustained), median(was, row.sustained)), median(now, row.sustained), median(was, row.sustained),
+			change(median(now, row.cpuPerMillion), median(was, row.cpuPerMillion)), median(now, row.cpuPerMillion), median(was, row.cpuPerMillion),
+			strings.Join(pairs, ", ")))
+	}
+	return lines
+}
+
+// median is the median of f over rows (the mean of the middle two for an
+// even count).
+func median(rows []row, f func(row) float64) float64 {
+	v := make([]float64, len(rows))
+	for i, r := range rows {
+		v[i] = f(r)
+	}
+	slices.Sort(v)
+	n := len(v)
+	if n == 0 {
+		return 0
+	}
+	if n%2 == 1 {
+		return v[n/2]
+	}
+	return (v[n/2-1] + v[n/2]) / 2
+}
+
+// change writes now against was as a signed percentage.
+func change(now, was float64) string {
+	if was == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%+.0f %%", 100*(now/was-1))
 }
 
 // ratios compares each budgetd row with the peers present in the run: its

@@ -96,3 +96,42 @@ func TestQueryRunsRefusesNone(t *testing.T) {
 	err := run(context.Background(), []string{"-query-spans", "10", "-query-runs", "0", "-query-engines", "embedded"}, io.Discard)
 	require.ErrorContains(t, err, "-query-runs: want at least 1, got 0")
 }
+
+// TestBaselineIsComparedByMediansAndPairByPair checks the lines -rounds
+// and -baseline add under the table: each row's medians over the rounds,
+// and budgetd against its baseline by the medians and, for the CPU, pair
+// by pair in the order the rounds ran.
+func TestBaselineIsComparedByMediansAndPairByPair(t *testing.T) {
+	run := func(baseline bool, stored float64, cpuPerM float64) row {
+		r := loaded("embedded", "budgetd embedded", 100_000, stored, time.Duration(cpuPerM*stored*10/1e6*float64(time.Second)))
+		if baseline {
+			r.name, r.baseline = r.name+" (baseline)", true
+		}
+		return r
+	}
+	collector := loaded("collector", "otelcol → nop", 220_000, -1, time.Second)
+	rows := []row{
+		collector, run(false, 50_000, 40), run(true, 40_000, 50),
+		collector, run(true, 36_000, 55), run(false, 40_000, 50),
+		collector, run(false, 45_000, 44), run(true, 38_000, 48),
+	}
+	require.Equal(t, []string{
+		"budgetd embedded against its baseline: sustained +18 % (medians 45000 / 38000), CPU per stored span -12 % (44.00 / 50.00); CPU pair by pair -20 %, -9 %, -8 %",
+	}, againstBaseline(rows))
+	require.Equal(t, []string{
+		"otelcol → nop, median of 3: 220000 spans/s sustained, 0.45 CPU s / 1M",
+		"budgetd embedded, median of 3: 45000 spans/s sustained, 44.00 CPU s / 1M",
+		"budgetd embedded (baseline), median of 3: 38000 spans/s sustained, 50.00 CPU s / 1M",
+	}, medians(rows))
+	require.Empty(t, againstBaseline(rows[:2]), "no baseline run")
+	require.Empty(t, againstBaseline(rows[:5]), "unpaired: a baseline run more than runs")
+}
+
+// TestRoundsAndBaselineRefuseWhatCannotRun: no round, or a baseline with
+// no budgetd target to run it as, fails before any target starts.
+func TestRoundsAndBaselineRefuseWhatCannotRun(t *testing.T) {
+	err := run(context.Background(), []string{"-rounds", "0"}, io.Discard)
+	require.ErrorContains(t, err, "-rounds: want at least 1, got 0")
+	err = run(context.Background(), []string{"-baseline", "bin/budgetd", "-targets", "collector,floor"}, io.Discard)
+	require.ErrorContains(t, err, `-baseline: no budgetd target in -targets "collector,floor"`)
+}
