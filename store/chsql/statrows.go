@@ -17,7 +17,8 @@ import (
 // a few thousand rows cost about 3 (docs/performance.md, round 2 step 52)
 // on the query benchmark's hops. Under the harness's load, whose hops make
 // seven times the statistics rows, the process spends 11–20 % more CPU a
-// span this way than with the views (step 53): to settle.
+// span this way than with the views, though this write of the same hops
+// is still the cheaper (step 53): to settle.
 // A re-analysed trace's earlier hops are taken out with the same code,
 // negated (undoSuperseded), so a value leaves the bucket it went into. The
 // SQL stays what the partial minutes at a window's ends are read with;
