@@ -9,21 +9,19 @@ import (
 
 // The interval statistics of a batch of hops, added up in Go as
 // chschema.PathStatsSelect and EdgeStatsSelect add them up in the engine:
-// the same rows, measure for measure and bucket for bucket. The store
-// inserts them with the hops (WriteHops). Until migration 0025 two
-// materialized views computed them from every block of hops inserted,
-// which cost the engine about 4 µs a hop in 20,000-span rounds, more than
-// the hops' own insert; here a map update per measure and two inserts of
-// a few thousand rows cost about 3 (docs/performance.md, round 2 step 52)
-// on the query benchmark's hops. Under the harness's load, whose hops make
-// seven times the statistics rows, the process spends 11–20 % more CPU a
-// span this way than with the views, though this write of the same hops
-// is still the cheaper (step 53): to settle.
-// A re-analysed trace's earlier hops are taken out with the same code,
-// negated (undoSuperseded), so a value leaves the bucket it went into. The
-// SQL stays what the partial minutes at a window's ends are read with;
-// storetest's testStatsRowsMatchSQL holds the two together on every
-// engine.
+// the same rows, measure for measure and bucket for bucket.
+//
+// WriteHops inserts them after the hops, and a re-analysed trace's earlier
+// hops are taken out by the same code, negated (undoSuperseded), so a value
+// leaves the bucket it went into. The SQL selects are left for the partial
+// minutes at a window's ends; storetest's testStatsRowsMatchSQL holds the
+// two together on every engine.
+//
+// Until migration 0025 two materialized views computed these rows from
+// every block of hops inserted. The store's own write of a round's hops is
+// cheaper this way (docs/performance.md, round 2 steps 52 and 53), yet under
+// the harness's load the process spends 11–20 % more CPU a stored span
+// than it did with the views (step 53). Where, is still to settle.
 
 // pathStat is one path_stats row.
 type pathStat struct {

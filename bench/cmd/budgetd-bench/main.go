@@ -212,17 +212,17 @@ func runRound(ctx context.Context, out io.Writer, set settings, baseline string,
 			floor, floorAt = &f, len(rows)
 			continue
 		}
-		runs := []settings{set}
+		binaries := []settings{set}
 		if baseline != "" && isBudgetd(name) {
 			other := set
 			other.budgetd, other.baseline, other.tag = baseline, true, set.tag+"-baseline"
-			runs = append(runs, other)
+			binaries = append(binaries, other)
 			if baselineFirst {
-				slices.Reverse(runs)
+				slices.Reverse(binaries)
 			}
 		}
-		for _, run := range runs {
-			r, err := runTarget(ctx, out, run, name, load)
+		for _, on := range binaries {
+			r, err := runTarget(ctx, out, on, name, load)
 			if err != nil {
 				return nil, err
 			}

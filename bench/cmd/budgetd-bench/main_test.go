@@ -102,7 +102,7 @@ func TestQueryRunsRefusesNone(t *testing.T) {
 // and budgetd against its baseline by the medians and, for the CPU, pair
 // by pair in the order the rounds ran.
 func TestBaselineIsComparedByMediansAndPairByPair(t *testing.T) {
-	run := func(baseline bool, stored float64, cpuPerM float64) row {
+	measured := func(baseline bool, stored float64, cpuPerM float64) row {
 		r := loaded("embedded", "budgetd embedded", 100_000, stored, time.Duration(cpuPerM*stored*10/1e6*float64(time.Second)))
 		if baseline {
 			r.name, r.baseline = r.name+" (baseline)", true
@@ -111,9 +111,9 @@ func TestBaselineIsComparedByMediansAndPairByPair(t *testing.T) {
 	}
 	collector := loaded("collector", "otelcol → nop", 220_000, -1, time.Second)
 	rows := []row{
-		collector, run(false, 50_000, 40), run(true, 40_000, 50),
-		collector, run(true, 36_000, 55), run(false, 40_000, 50),
-		collector, run(false, 45_000, 44), run(true, 38_000, 48),
+		collector, measured(false, 50_000, 40), measured(true, 40_000, 50),
+		collector, measured(true, 36_000, 55), measured(false, 40_000, 50),
+		collector, measured(false, 45_000, 44), measured(true, 38_000, 48),
 	}
 	require.Equal(t, []string{
 		"budgetd embedded against its baseline: sustained +18 % (medians 45000 / 38000), CPU per stored span -12 % (44.00 / 50.00); CPU pair by pair -20 %, -9 %, -8 %",
