@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -47,12 +48,9 @@ func TestInsertsDoNotWaitForReads(t *testing.T) {
 	go func() { // about 6 s in chDB
 		read <- c.Exec(ctx, "SELECT sleepEachRow(0.75) FROM numbers(8) SETTINGS max_block_size = 1", nil)
 	}()
-	// Wait until the read runs, asking on the insert connection (the read
+	// Wait until the read runs, asking on an insert connection (the read
 	// connection is busy with it).
-	require.Eventually(t, func() bool {
-		out, err := c.w.queryBytes([]byte("SELECT count() FROM system.processes WHERE query LIKE 'SELECT sleepEachRow%'"), "TabSeparated")
-		return err == nil && strings.TrimSpace(string(out)) == "1"
-	}, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return runningOn(c.writers, "SELECT sleepEachRow%") == 1 }, 5*time.Second, 10*time.Millisecond)
 
 	require.NoError(t, c.Insert(ctx, "nat.t", chsql.OneBlock(nativeBlock()), "tok-1"))
 	select {
@@ -103,4 +101,50 @@ func TestReadsDoNotWaitForReads(t *testing.T) {
 	default:
 	}
 	require.NoError(t, <-slow)
+}
+
+// TestInsertsDoNotWaitForInserts: the write path has two writers, the
+// drainer and the analysis pipeline, and with one insert connection each
+// waited for the other's inserts. An insert must finish while another
+// statement holds an insert connection.
+func TestInsertsDoNotWaitForInserts(t *testing.T) {
+	c, err := Connect(t.TempDir())
+	require.NoError(t, err)
+	defer c.Close()
+	ctx := t.Context()
+	require.NoError(t, c.Exec(ctx, "CREATE DATABASE IF NOT EXISTS nat", nil))
+	require.NoError(t, c.Exec(ctx, nativeTable("nat.t", ""), nil))
+
+	busy := make(chan error, 1)
+	go func() { // about 6 s in chDB, on an insert connection
+		w := <-c.writers
+		defer func() { c.writers <- w }()
+		_, err := w.queryBytes([]byte("SELECT sleepEachRow(0.75) FROM numbers(8) SETTINGS max_block_size = 1"), "TabSeparated")
+		busy <- err
+	}()
+	require.Eventually(t, func() bool { return runningOn(c.readers, "SELECT sleepEachRow%") == 1 }, 5*time.Second, 10*time.Millisecond)
+
+	require.NoError(t, c.Insert(ctx, "nat.t", chsql.OneBlock(nativeBlock()), "tok-1"))
+	select {
+	case err := <-busy:
+		t.Fatalf("the insert finished after the statement holding an insert connection (%v): it waited for it", err)
+	default:
+	}
+	require.NoError(t, <-busy)
+}
+
+// runningOn counts the statements like pattern the engine is running,
+// asked on a connection of pool; -1 when the question fails.
+func runningOn(pool chan *connection, pattern string) int {
+	conn := <-pool
+	defer func() { pool <- conn }()
+	out, err := conn.queryBytes([]byte("SELECT count() FROM system.processes WHERE query LIKE '"+pattern+"'"), "TabSeparated")
+	if err != nil {
+		return -1
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		return -1
+	}
+	return n
 }

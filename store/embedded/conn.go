@@ -58,15 +58,16 @@ var startupPages sync.Once
 // It has several connections (sessions) to that server: chDB runs one
 // statement at a time on a connection, and with one, every insert of the
 // write path waited behind whatever read the API was running (an insert of
-// ten rows took 3 s behind a 3 s read). Inserts have their own connection;
-// reads, DDL and the rest take one of readConnections, so a read waits only
-// when that many are running: the problems list's three reads run side by
-// side, and a trace opened while the list loads does not queue behind it.
+// ten rows took 3 s behind a 3 s read). Inserts take one of
+// insertConnections; reads, DDL and the rest take one of readConnections,
+// so a read waits only when that many are running: the problems list's
+// three reads run side by side, and a trace opened while the list loads
+// does not queue behind it.
 var engine struct {
 	mu      sync.Mutex
 	conn    *connection      // the first connection, which started the server
 	readers chan *connection // readConnections of them, conn among them
-	writer  *connection      // inserts
+	writers chan *connection // insertConnections of them
 	dir     string
 	refs    int
 }
@@ -75,10 +76,18 @@ var engine struct {
 // runs at once; more wait for one of them to end.
 const readConnections = 3
 
+// insertConnections is how many inserts the embedded engine runs at once.
+// Two: the write path has two writers, the drainer (spans and their
+// trace-id lookup) and the analysis pipeline (hops, statistics, findings),
+// and with one connection each waited for the other's inserts, which under
+// load kept that connection busy all the time (docs/performance.md, step
+// 54).
+const insertConnections = 2
+
 // Conn is a chsql.Conn on the process's chDB engine.
 type Conn struct {
 	readers chan *connection // reads and statements: take one, put it back
-	w       *connection      // inserts
+	writers chan *connection // inserts: take one, put it back
 	closed  bool
 	mu      sync.Mutex
 	// calls counts the calls running in chDB, including those whose
@@ -110,7 +119,7 @@ func Connect(dataDir string) (*Conn, error) {
 			return nil, fmt.Errorf("open chdb at %s: this process already runs chdb at %s", abs, engine.dir)
 		}
 		engine.refs++
-		return &Conn{readers: engine.readers, w: engine.writer}, nil
+		return &Conn{readers: engine.readers, writers: engine.writers}, nil
 	}
 	if err := os.MkdirAll(abs, 0o750); err != nil {
 		return nil, fmt.Errorf("open chdb: %w", err)
@@ -119,10 +128,11 @@ func Connect(dataDir string) (*Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Further sessions on the server c started: others[0] takes the
-	// inserts, c and the rest of them the reads.
-	others := make([]*connection, 0, readConnections)
-	for range readConnections {
+	// Further sessions on the server c started: the first
+	// insertConnections of them take the inserts, c and the rest the
+	// reads.
+	others := make([]*connection, 0, insertConnections+readConnections-1)
+	for range insertConnections + readConnections - 1 {
 		o, err := openConnection(lib, abs)
 		if err != nil {
 			for _, o := range others {
@@ -133,13 +143,17 @@ func Connect(dataDir string) (*Conn, error) {
 		}
 		others = append(others, o)
 	}
+	writers := make(chan *connection, insertConnections)
+	for _, o := range others[:insertConnections] {
+		writers <- o
+	}
 	readers := make(chan *connection, readConnections)
 	readers <- c
-	for _, o := range others[1:] {
+	for _, o := range others[insertConnections:] {
 		readers <- o
 	}
-	engine.conn, engine.readers, engine.writer, engine.dir, engine.refs = c, readers, others[0], abs, 1
-	return &Conn{readers: readers, w: others[0]}, nil
+	engine.conn, engine.readers, engine.writers, engine.dir, engine.refs = c, readers, writers, abs, 1
+	return &Conn{readers: readers, writers: writers}, nil
 }
 
 // Close implements chsql.Conn.
@@ -160,15 +174,17 @@ func (c *Conn) Close() error {
 	engine.refs--
 	if engine.refs == 0 {
 		// Every call has ended (calls.Wait above, for every Conn), so
-		// every reads connection is back in the channel.
+		// every connection is back in its channel.
 		for range readConnections {
 			if r := <-engine.readers; r != engine.conn {
 				r.close()
 			}
 		}
-		engine.writer.close()
+		for range insertConnections {
+			(<-engine.writers).close()
+		}
 		engine.conn.close() // the last connection shuts the server down
-		engine.conn, engine.readers, engine.writer, engine.dir = nil, nil, nil, ""
+		engine.conn, engine.readers, engine.writers, engine.dir = nil, nil, nil, ""
 	}
 	return nil
 }
@@ -295,7 +311,9 @@ func (c *Conn) Insert(ctx context.Context, table string, next chsql.Blocks, dedu
 		// chDB reads the file until the call returns, which may be after
 		// runCall gave up on a cancelled context: only then may it close.
 		defer f.Close()
-		return c.w.queryBytes([]byte(q), "TabSeparated")
+		w := <-c.writers
+		defer func() { c.writers <- w }()
+		return w.queryBytes([]byte(q), "TabSeparated")
 	}, func() { f.Close() })
 	return err
 }
