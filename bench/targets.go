@@ -103,13 +103,42 @@ func startCmd(ctx context.Context, dir, name, addr string, cmd *exec.Cmd) (*exec
 			c.Close()
 			return cmd, nil
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
+		gone := exited(cmd.Process.Pid)
+		if gone || time.Now().After(deadline) || ctx.Err() != nil {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
-			return nil, fmt.Errorf("%s did not listen on %s (see %s.log)", name, addr, name)
+			what := "did not listen on " + addr
+			if gone {
+				what = "exited before it listened on " + addr
+			}
+			// The log's directory is often removed with the run: its
+			// end is in the error.
+			return nil, fmt.Errorf("%s %s; the end of %s.log:\n%s", name, what, name, logTail(log.Name(), 10))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// exited says whether the child process pid has ended (a zombie, not yet
+// waited for) or is gone.
+func exited(pid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	// The state follows the command's name, which is in parentheses.
+	i := strings.LastIndexByte(string(stat), ')')
+	return i < 0 || i+2 >= len(stat) || stat[i+2] == 'Z'
+}
+
+// logTail returns the last n lines of the file at path.
+func logTail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // StartCollector runs the OpenTelemetry Collector with an otlp receiver and a
