@@ -29,7 +29,7 @@ func TestJaegerStoresWhatItAcknowledges(t *testing.T) {
 	target, err := StartJaeger(ctx, binary, dir)
 	require.NoError(t, err, logOf(dir, "jaeger"))
 	load := Requests(4, 50)
-	res, err := Drive(ctx, target.Endpoint, load, 50, 2, 0, time.Second)
+	res, err := Drive(ctx, target.Endpoint, load, 50, 2, 0, time.Second, 0)
 	require.NoError(t, target.Stop())
 	require.NoError(t, err)
 	require.Positive(t, res.Spans, "no spans acknowledged; %s", logOf(dir, "jaeger"))

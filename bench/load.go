@@ -91,8 +91,13 @@ func (r Result) SpansPerSecond() float64 { return float64(r.Spans) / r.Elapsed.S
 // Each sender waits for its acknowledgement before sending again, as a
 // Collector's exporter queue does with a fixed number of consumers, and
 // sends requests of its own (request i belongs to sender i mod clients),
-// giving their traces new ids before each send (retries aside).
-func Drive(ctx context.Context, endpoint string, load *Load, spansPer, clients int, warmup, duration time.Duration) (Result, error) {
+// giving their traces new ids before each send (retries aside). With a
+// rate (spans a second, > 0) the senders together keep to it: request n
+// (counted over all senders, retries aside) goes no sooner than n requests'
+// worth of spans at that rate after the start, so a target is measured at
+// a traffic it keeps up with, not only flat out; a sender behind its
+// schedule sends at once.
+func Drive(ctx context.Context, endpoint string, load *Load, spansPer, clients int, warmup, duration time.Duration, rate float64) (Result, error) {
 	if len(load.reqs) < clients {
 		return Result{}, fmt.Errorf("%d requests for %d senders: each sender needs its own", len(load.reqs), clients)
 	}
@@ -104,7 +109,7 @@ func Drive(ctx context.Context, endpoint string, load *Load, spansPer, clients i
 	client := ptraceotlp.NewGRPCClient(conn)
 
 	var measuring atomic.Bool
-	var spans, refused atomic.Int64
+	var spans, refused, sent atomic.Int64
 	lat := make([][]time.Duration, clients)
 	start := time.Now()
 	stop := start.Add(warmup + duration)
@@ -120,6 +125,12 @@ func Drive(ctx context.Context, endpoint string, load *Load, spansPer, clients i
 			i, retry := c, false
 			for time.Now().Before(stop) && ctx.Err() == nil {
 				if !retry {
+					if rate > 0 {
+						at := sendAt(start, sent.Add(1)-1, spansPer, rate)
+						if !at.Before(stop) || !sleepCtx(ctx, time.Until(at), stop) {
+							return
+						}
+					}
 					load.renew(i)
 				}
 				req := load.reqs[i]
@@ -163,6 +174,12 @@ func Drive(ctx context.Context, endpoint string, load *Load, spansPer, clients i
 		r.P50, r.P99 = all[len(all)/2], all[min(len(all)-1, len(all)*99/100)]
 	}
 	return r, nil
+}
+
+// sendAt is when request n of a load paced at rate spans a second may go,
+// requests of spansPer spans sent from start.
+func sendAt(start time.Time, n int64, spansPer int, rate float64) time.Time {
+	return start.Add(time.Duration(float64(n) * float64(spansPer) / rate * float64(time.Second)))
 }
 
 // retryDelay is the delay a refused export was told to wait (gRPC

@@ -1,11 +1,15 @@
 package bench
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/budgetd/budgetd/proctest"
 )
 
 // traceOf maps each span id of request i to its trace id.
@@ -112,4 +116,30 @@ func TestHandlerRequestsPutWorkInsideHandlers(t *testing.T) {
 		share := float64(kinds[ptrace.SpanKindInternal]) / 1000
 		require.True(t, share > 0.12 && share < 0.3, "request %d: %.2f of the spans are handlers", i, share)
 	}
+}
+
+// TestDriveKeepsToItsRate loads the real Collector, which acknowledges
+// far faster than the rate asked, paced: the senders together never send
+// ahead of the schedule (request n no sooner than n requests' spans at
+// the rate after the start), so no more than the rate's spans over the
+// period are acknowledged. Flat out, the same load sends many times more.
+func TestDriveKeepsToItsRate(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	target, err := StartCollector(ctx, proctest.Tool(t, ".cache/otelcol/otelcol-budgetd"), t.TempDir())
+	require.NoError(t, err)
+	defer func() { require.NoError(t, target.Stop()) }()
+
+	const spansPer, rate = 50, 2000.0
+	period := 2 * time.Second
+	load := Requests(8, spansPer)
+	paced, err := Drive(ctx, target.Endpoint, load, spansPer, 4, 0, period, rate)
+	require.NoError(t, err)
+	require.Positive(t, paced.Spans)
+	// Requests 0 … n-1 go before the period ends: n·spansPer/rate < period.
+	require.LessOrEqual(t, float64(paced.Spans), rate*period.Seconds(), "paced at %g spans/s over %s", rate, period)
+
+	flat, err := Drive(ctx, target.Endpoint, load, spansPer, 4, 0, period, 0)
+	require.NoError(t, err)
+	require.Greater(t, float64(flat.Spans), 2*rate*period.Seconds(), "the Collector keeps up with more than the rate: the bound above is the pacing's")
 }

@@ -31,7 +31,7 @@ func TestReplicasSpreadTheLoad(t *testing.T) {
 	require.Len(t, target.APIs(), 2)
 	require.Len(t, target.PIDs(), 3, "two replicas and the Collector")
 
-	res, err := Drive(ctx, target.Endpoint, Requests(4, 50), 50, 2, 0, time.Second)
+	res, err := Drive(ctx, target.Endpoint, Requests(4, 50), 50, 2, 0, time.Second, 0)
 	require.NoError(t, err)
 	require.Positive(t, res.Spans)
 	require.Zero(t, res.Refused)

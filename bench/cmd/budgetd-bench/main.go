@@ -7,7 +7,8 @@
 //	go run ./bench/cmd/budgetd-bench [-duration 30s] [-clients 8] [-targets collector,jaeger,floor,embedded]
 //
 // With -baseline and -rounds it compares two budgetd binaries side by
-// side, several times, by their medians and pair by pair.
+// side, several times, by their medians and pair by pair. With -rate the
+// load keeps to that many spans a second instead of going flat out.
 //
 // `make bench-compare` builds what it needs and runs it.
 package main
@@ -99,6 +100,7 @@ type settings struct {
 	work, budgetd, otelcol, otelcolLB, lbConfig, jaeger, profile string
 	clients, spansPer                                            int
 	warmup, duration                                             time.Duration
+	rate                                                         float64 // spans a second the load keeps to; 0: flat out
 	floorRows                                                    uint64
 	baseline                                                     bool   // budgetd is -baseline's binary
 	tag                                                          string // added to the profiles' names: the round, the baseline
@@ -109,6 +111,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	duration := fs.Duration("duration", 30*time.Second, "measured load `period` per target")
 	warmup := fs.Duration("warmup", 5*time.Second, "unmeasured load `period` before it")
 	clients := fs.Int("clients", 8, "concurrent senders")
+	rate := fs.Float64("rate", 0, "the senders together keep to this many `spans` a second (0: each sends again as soon as it is acknowledged): a target measured at a traffic it keeps up with")
 	spansPer := fs.Int("spans-per-request", 1000, "spans in one export request")
 	distinct := fs.Int("requests", 200, "distinct pre-built requests, sent round-robin")
 	handlerSpans := fs.Bool("handler-spans", false, "put every request's work inside an INTERNAL handler span, as Spring MVC's and Express's instrumentation record it (about a fifth of the spans)")
@@ -140,6 +143,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if *rounds < 1 {
 		return fmt.Errorf("-rounds: want at least 1, got %d", *rounds)
 	}
+	if *rate < 0 {
+		return fmt.Errorf("-rate: want spans a second ≥ 0, got %g", *rate)
+	}
 	names := strings.Split(*targets, ",")
 	if *baseline != "" && !slices.ContainsFunc(names, isBudgetd) {
 		return fmt.Errorf("-baseline: no budgetd target in -targets %q to run it as", *targets)
@@ -163,7 +169,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	defer os.RemoveAll(work)
 	set := settings{work: work, budgetd: *budgetdBin, otelcol: *otelcolBin, otelcolLB: *otelcolLBBin, lbConfig: lbConfig, jaeger: *jaegerBin, profile: *profile,
-		clients: *clients, spansPer: *spansPer, warmup: *warmup, duration: *duration, floorRows: *floorRows}
+		clients: *clients, spansPer: *spansPer, warmup: *warmup, duration: *duration, rate: *rate, floorRows: *floorRows}
 
 	fmt.Fprintf(out, "building %d requests of %d spans...\n", *distinct, *spansPer)
 	load := bench.Requests(*distinct, *spansPer)
@@ -186,7 +192,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 		all = append(all, rows)
 	}
-	print(out, all, *clients, *spansPer)
+	print(out, all, *clients, *spansPer, *rate)
 	return nil
 }
 
@@ -259,7 +265,7 @@ func runTarget(ctx context.Context, out io.Writer, set settings, name string, lo
 	if set.profile != "" && t.API != "" {
 		prof = filepath.Join(set.profile, name+set.tag)
 	}
-	r, err := measure(ctx, t, load, set.spansPer, set.clients, set.warmup, set.duration, prof)
+	r, err := measure(ctx, t, load, set.spansPer, set.clients, set.warmup, set.duration, set.rate, prof)
 	if serr := t.Stop(); err == nil {
 		err = serr
 	}
@@ -378,8 +384,8 @@ func rowOf(rows []row, name string) (row, bool) {
 // With a profile path prefix it also records budgetd's CPU profile over
 // the load (prefix.cpu.pprof) and its heap at the end of the load
 // (prefix.heap.pprof).
-func measure(ctx context.Context, t *bench.Target, load *bench.Load, spansPer, clients int, warmup, duration time.Duration, profile string) (row, error) {
-	warm, err := bench.Drive(ctx, t.Endpoint, load, spansPer, clients, 0, warmup)
+func measure(ctx context.Context, t *bench.Target, load *bench.Load, spansPer, clients int, warmup, duration time.Duration, rate float64, profile string) (row, error) {
+	warm, err := bench.Drive(ctx, t.Endpoint, load, spansPer, clients, 0, warmup, rate)
 	if err != nil {
 		return row{}, err
 	}
@@ -407,7 +413,7 @@ func measure(ctx context.Context, t *bench.Target, load *bench.Load, spansPer, c
 	} else {
 		profDone <- nil
 	}
-	res, err := bench.Drive(ctx, t.Endpoint, load, spansPer, clients, 0, duration)
+	res, err := bench.Drive(ctx, t.Endpoint, load, spansPer, clients, 0, duration, rate)
 	if perr := <-profDone; err == nil {
 		err = perr
 	}
@@ -574,8 +580,12 @@ func cpuOf(t *bench.Target) (time.Duration, error) {
 	return total, nil
 }
 
-func print(out io.Writer, rounds [][]row, clients, spansPer int) {
-	fmt.Fprintf(out, "\n%d clients, %d spans per request, %s\n\n", clients, spansPer, machine())
+func print(out io.Writer, rounds [][]row, clients, spansPer int, rate float64) {
+	paced := ""
+	if rate > 0 {
+		paced = fmt.Sprintf(", paced at %.0f spans/s", rate)
+	}
+	fmt.Fprintf(out, "\n%d clients, %d spans per request%s, %s\n\n", clients, spansPer, paced, machine())
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "target\tacked spans/s\tstored/s\tdrain s\tsustained vs collector\tCPU s / 1M sustained\tpeak RSS MiB\tGo heap MiB\tack p50 ms\tack p99 ms\trefused\t")
 	var rows []row

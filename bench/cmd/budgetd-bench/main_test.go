@@ -67,7 +67,7 @@ func TestMeasureWindowHoldsTheSpansItStored(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { require.NoError(t, target.Stop()) }()
 
-	r, err := measure(ctx, target, bench.Requests(4, 200), 200, 2, time.Second, time.Second, "")
+	r, err := measure(ctx, target, bench.Requests(4, 200), 200, 2, time.Second, time.Second, 0, "")
 	require.NoError(t, err)
 	require.Positive(t, r.res.Spans)
 	require.EqualValues(t, r.res.Spans, r.stored, "stored in the window = acknowledged by the load")
