@@ -62,7 +62,14 @@ type WALConfig struct {
 	// their encoding, within the memory the crash tests bound.
 	BatchBytes int `yaml:"batch_bytes"`
 	// FlushInterval is the longest a record waits for others to share its
-	// store write.
+	// store write. One second: below the load that fills a batch of
+	// BatchSpans sooner, each drained batch costs the store a fixed price
+	// (two inserts, the parts they make and the merges of those parts), and
+	// at 200 ms a budgetd taking 10,000 spans a second paid it five times
+	// a second: one second took 29 % off its CPU a span
+	// (docs/performance.md, Round 2's step 55). A span becomes readable
+	// up to this much later; the analysis waits for a trace's idle period
+	// (analyze.assembly.idle) far longer anyway.
 	FlushInterval time.Duration `yaml:"flush_interval"`
 	// StallAfter is how long one batch may keep failing before /readyz
 	// reports the drain stalled.
@@ -101,7 +108,7 @@ func DefaultConfig() Config {
 		MaxBackoff:    5 * time.Second,
 		DeadLetterDir: "./data/dead-letter",
 		Dedup:         DedupConfig{Window: 10 * time.Minute, MaxSpans: 8_000_000},
-		WAL: WALConfig{Config: wal.DefaultConfig(), BatchSpans: 20_000, BatchBytes: 32 << 20, FlushInterval: 200 * time.Millisecond,
+		WAL: WALConfig{Config: wal.DefaultConfig(), BatchSpans: 20_000, BatchBytes: 32 << 20, FlushInterval: time.Second,
 			StallAfter: 2 * time.Minute},
 		// Batches of up to 8192 spans, at most 20 writes a second, and a
 		// queue of 64Ki spans (around 100 MB of typical spans).
