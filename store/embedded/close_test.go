@@ -37,28 +37,10 @@ func TestCloseWaitsForCallsItsCallersLeft(t *testing.T) {
 // every read the API ran. An insert must finish while a slow read is
 // still running.
 func TestInsertsDoNotWaitForReads(t *testing.T) {
-	c, err := Connect(t.TempDir())
-	require.NoError(t, err)
-	defer c.Close()
+	c := connectWithTable(t)
 	ctx := t.Context()
-	require.NoError(t, c.Exec(ctx, "CREATE DATABASE IF NOT EXISTS nat", nil))
-	require.NoError(t, c.Exec(ctx, nativeTable("nat.t", ""), nil))
-
-	read := make(chan error, 1)
-	go func() { // about 6 s in chDB
-		read <- c.Exec(ctx, "SELECT sleepEachRow(0.75) FROM numbers(8) SETTINGS max_block_size = 1", nil)
-	}()
-	// Wait until the read runs, asking on an insert connection (the read
-	// connection is busy with it).
-	require.Eventually(t, func() bool { return runningOn(c.writers, "SELECT sleepEachRow%") == 1 }, 5*time.Second, 10*time.Millisecond)
-
-	require.NoError(t, c.Insert(ctx, "nat.t", chsql.OneBlock(nativeBlock()), "tok-1"))
-	select {
-	case err := <-read:
-		t.Fatalf("the insert finished after the read (%v): it waited for it", err)
-	default:
-	}
-	require.NoError(t, <-read)
+	// Asked on an insert connection: the read connection is busy.
+	insertDuring(t, c, c.writers, func() error { return c.Exec(ctx, slowStatement, nil) })
 	n, err := c.Query(ctx, "SELECT count() FROM nat.t", nil)
 	require.NoError(t, err)
 	require.True(t, n.Next())
@@ -108,29 +90,42 @@ func TestReadsDoNotWaitForReads(t *testing.T) {
 // waited for the other's inserts. An insert must finish while another
 // statement holds an insert connection.
 func TestInsertsDoNotWaitForInserts(t *testing.T) {
-	c, err := Connect(t.TempDir())
-	require.NoError(t, err)
-	defer c.Close()
-	ctx := t.Context()
-	require.NoError(t, c.Exec(ctx, "CREATE DATABASE IF NOT EXISTS nat", nil))
-	require.NoError(t, c.Exec(ctx, nativeTable("nat.t", ""), nil))
-
-	busy := make(chan error, 1)
-	go func() { // about 6 s in chDB, on an insert connection
+	c := connectWithTable(t)
+	insertDuring(t, c, c.readers, func() error {
 		w := <-c.writers
 		defer func() { c.writers <- w }()
-		_, err := w.queryBytes([]byte("SELECT sleepEachRow(0.75) FROM numbers(8) SETTINGS max_block_size = 1"), "TabSeparated")
-		busy <- err
-	}()
-	require.Eventually(t, func() bool { return runningOn(c.readers, "SELECT sleepEachRow%") == 1 }, 5*time.Second, 10*time.Millisecond)
+		_, err := w.queryBytes([]byte(slowStatement), "TabSeparated")
+		return err
+	})
+}
 
-	require.NoError(t, c.Insert(ctx, "nat.t", chsql.OneBlock(nativeBlock()), "tok-1"))
+// slowStatement runs about 6 s in chDB, whatever the machine's speed.
+const slowStatement = "SELECT sleepEachRow(0.75) FROM numbers(8) SETTINGS max_block_size = 1"
+
+// connectWithTable connects to a new engine and creates nat.t.
+func connectWithTable(t *testing.T) *Conn {
+	c, err := Connect(t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	require.NoError(t, c.Exec(t.Context(), "CREATE DATABASE IF NOT EXISTS nat", nil))
+	require.NoError(t, c.Exec(t.Context(), nativeTable("nat.t", ""), nil))
+	return c
+}
+
+// insertDuring runs busy (slowStatement on some connection) in the
+// background, waits until the engine runs it, asking on a connection of
+// ask, and requires an insert into nat.t to finish before busy does.
+func insertDuring(t *testing.T, c *Conn, ask chan *connection, busy func() error) {
+	done := make(chan error, 1)
+	go func() { done <- busy() }()
+	require.Eventually(t, func() bool { return runningOn(ask, "SELECT sleepEachRow%") == 1 }, 5*time.Second, 10*time.Millisecond)
+	require.NoError(t, c.Insert(t.Context(), "nat.t", chsql.OneBlock(nativeBlock()), "tok-1"))
 	select {
-	case err := <-busy:
-		t.Fatalf("the insert finished after the statement holding an insert connection (%v): it waited for it", err)
+	case err := <-done:
+		t.Fatalf("the insert finished after the statement it ran beside (%v): it waited for it", err)
 	default:
 	}
-	require.NoError(t, <-busy)
+	require.NoError(t, <-done)
 }
 
 // runningOn counts the statements like pattern the engine is running,
