@@ -663,8 +663,12 @@ func medians(rows []row) []string {
 	var lines []string
 	for _, name := range names {
 		runs := byName[name]
-		rate := median(runs, row.sustained)
-		lines = append(lines, fmt.Sprintf("%s, median of %d: %.0f spans/s sustained, %.2f CPU s / 1M", name, len(runs), rate, median(runs, row.cpuPerMillion)))
+		cpu := median(runs, row.cpuPerMillion)
+		if runs[0].floorPerM > 0 { // a cost, with no rate of its own
+			lines = append(lines, fmt.Sprintf("%s, median of %d: %.2f CPU s / 1M", name, len(runs), cpu))
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("%s, median of %d: %.0f spans/s sustained, %.2f CPU s / 1M", name, len(runs), median(runs, row.sustained), cpu))
 	}
 	return lines
 }

@@ -110,21 +110,25 @@ func TestBaselineIsComparedByMediansAndPairByPair(t *testing.T) {
 		return r
 	}
 	collector := loaded("collector", "otelcol → nop", 220_000, -1, time.Second)
+	floor := func(cpuPerM float64) row {
+		return row{target: "floor", name: "floor", stored: -1, floorPerM: cpuPerM}
+	}
 	rows := []row{
-		collector, measured(false, 50_000, 40), measured(true, 40_000, 50),
-		collector, measured(true, 36_000, 55), measured(false, 40_000, 50),
-		collector, measured(false, 45_000, 44), measured(true, 38_000, 48),
+		collector, floor(9), measured(false, 50_000, 40), measured(true, 40_000, 50),
+		collector, floor(11), measured(true, 36_000, 55), measured(false, 40_000, 50),
+		collector, floor(10), measured(false, 45_000, 44), measured(true, 38_000, 48),
 	}
 	require.Equal(t, []string{
 		"budgetd embedded against its baseline: sustained +18 % (medians 45000 / 38000), CPU per stored span -12 % (44.00 / 50.00); CPU pair by pair -20 %, -9 %, -8 %",
 	}, againstBaseline(rows))
 	require.Equal(t, []string{
 		"otelcol → nop, median of 3: 220000 spans/s sustained, 0.45 CPU s / 1M",
+		"floor, median of 3: 10.00 CPU s / 1M", // a cost: no rate of its own (it printed NaN)
 		"budgetd embedded, median of 3: 45000 spans/s sustained, 44.00 CPU s / 1M",
 		"budgetd embedded (baseline), median of 3: 38000 spans/s sustained, 50.00 CPU s / 1M",
 	}, medians(rows))
-	require.Empty(t, againstBaseline(rows[:2]), "no baseline run")
-	require.Empty(t, againstBaseline(rows[:5]), "unpaired: a baseline run more than runs")
+	require.Empty(t, againstBaseline(rows[:3]), "no baseline run")
+	require.Empty(t, againstBaseline(rows[:7]), "unpaired: a baseline run more than runs")
 }
 
 // TestRoundsAndBaselineRefuseWhatCannotRun: no round, or a baseline with
