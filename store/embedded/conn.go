@@ -313,6 +313,12 @@ func (c *Conn) Insert(ctx context.Context, table string, next chsql.Blocks, dedu
 		defer f.Close()
 		w := <-c.writers
 		defer func() { c.writers <- w }()
+		if err := ctx.Err(); err != nil {
+			// The caller left while the insert waited for a
+			// connection, as a read does in run: nobody waits for it,
+			// and the write path retries a batch under its token.
+			return nil, err
+		}
 		return w.queryBytes([]byte(q), "TabSeparated")
 	}, func() { f.Close() })
 	return err
